@@ -1,0 +1,51 @@
+# Everything a fresh machine needs: `make demo` and `make test` create .venv and install the
+# project with uv (itself installed into .uv/ by pip), from the committed uv.lock.
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+UV := .uv/bin/uv
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+export UV_PYTHON_DOWNLOADS := never
+# The demo's sandbox keeps its state here, apart from any sandbox a user runs.
+DEMO_STATE := $(CURDIR)/out/.sandbox
+
+.PHONY: install demo test lint format clean
+
+$(UV):
+	$(PYTHON) -m venv .uv
+	.uv/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(STAMP): pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --all-extras --python $(PYTHON)
+	touch $@
+
+install: $(STAMP)
+
+# Until the pipeline lands (issue 4), the demo brings the sample world up, shows where it
+# answers, and takes it down again.
+demo: install
+	@mkdir -p out
+	@export LISTHYGIENE_SANDBOX_DIR=$(DEMO_STATE); \
+	$(BIN)/listhygiene sandbox down 2>/dev/null; \
+	$(BIN)/listhygiene sandbox up sample_data/world.json --dns-port 0 --smtp-port 0 \
+		> out/sandbox.env || exit 1; \
+	trap '$(BIN)/listhygiene sandbox down' EXIT; \
+	cat out/sandbox.env; \
+	$(BIN)/listhygiene sandbox status --json > out/sandbox-state.json; \
+	echo "sandbox state written to out/sandbox-state.json"
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) .uv out .pytest_cache .ruff_cache

@@ -1,0 +1,25 @@
+"""The ``listhygiene`` command. It only parses options and calls the library.
+
+Heavy modules are imported inside commands, so ``listhygiene --help`` stays instant.
+"""
+
+import logging
+
+import click
+
+from listhygiene import __version__
+from listhygiene.cli.sandbox import sandbox
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="listhygiene")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+def main(verbose: int) -> None:
+    """Batch email-list hygiene: verify address tables, write one Parquet file per status."""
+    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+main.add_command(sandbox)

@@ -1,0 +1,3 @@
+from listhygiene.cli import main
+
+main(prog_name="listhygiene")

@@ -1,0 +1,319 @@
+"""The verification result shared by the engine, the service, the clients and the pipeline.
+
+:class:`VerificationResult` holds exactly the fields of form A's result table, plus two facts that
+form A does not show but form B needs (what DNS and the mail server said: a disposable address is
+``disposable`` in form A yet ``valid`` in form B when its mailbox accepts). Everything else is a
+view of it: the form A dict, the form A batch item, the form B dict, a JSON line, an Arrow row.
+"""
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from listhygiene.statuses import (
+    FORM_B_SCORES,
+    VALID_WITHOUT_SMTP_SCORE,
+    DnsOutcome,
+    Facts,
+    FormBStatus,
+    MailboxOutcome,
+    Reason,
+    Status,
+    decide,
+    form_b_status,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "FORM_A_BATCH_FIELDS",
+    "FORM_A_FIELDS",
+    "DomainReputation",
+    "VerificationResult",
+    "arrow_schema",
+    "to_arrow",
+]
+
+
+class DomainReputation(BaseModel):
+    """The mail host's address checked against DNS blocklists."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mx_ip: str = ""
+    is_listed: bool = False
+    blacklists: tuple[str, ...] = ()
+    checked: bool = False
+
+
+class VerificationResult(BaseModel):
+    """One address's verdict, in form A's shape (see spec/form-a.md, "Verification result")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    email: str
+    status: Status
+    score: float = Field(ge=0.0, le=1.0)
+    is_deliverable: bool = False
+    is_disposable: bool = False
+    is_catchall: bool = False
+    is_role: bool = False
+    is_free: bool = False
+    domain: str = ""
+    mx_records: tuple[str, ...] = ()
+    domain_reputation: DomainReputation = DomainReputation()
+    smtp_check: bool = False
+    reason: Reason | None = None
+    response_time: int = Field(default=0, ge=0)
+    credits_used: int = Field(default=0, ge=0)
+    # Not in form A's table: the facts that form B's status is read from.
+    dns: DnsOutcome = DnsOutcome.NOT_CHECKED
+    mailbox: MailboxOutcome = MailboxOutcome.NOT_CHECKED
+    undetermined_reason: Reason | None = None
+
+    @classmethod
+    def from_facts(
+        cls,
+        email: str,
+        facts: Facts,
+        *,
+        domain: str = "",
+        mx_records: Iterable[str] = (),
+        domain_reputation: DomainReputation | None = None,
+        response_time: int = 0,
+    ) -> "VerificationResult":
+        """Build a result by applying the decision table to what was measured."""
+        verdict = decide(facts)
+        return cls(
+            email=email,
+            status=verdict.status,
+            score=verdict.score,
+            is_deliverable=verdict.is_deliverable,
+            is_disposable=facts.is_disposable,
+            is_catchall=bool(facts.is_catchall),
+            is_role=facts.is_role,
+            is_free=facts.is_free,
+            domain=domain,
+            mx_records=tuple(mx_records),
+            domain_reputation=domain_reputation or DomainReputation(),
+            smtp_check=facts.smtp_checked,
+            reason=verdict.reason,
+            response_time=response_time,
+            credits_used=verdict.credits_used,
+            dns=facts.dns,
+            mailbox=facts.mailbox,
+            undetermined_reason=facts.undetermined_reason,
+        )
+
+    @property
+    def facts(self) -> Facts:
+        """The measured facts, as far as this result tells them."""
+        return Facts(
+            syntax_valid=self.reason is not Reason.INVALID_SYNTAX,
+            dns=self.dns,
+            smtp_checked=self.smtp_check,
+            mailbox=self.mailbox,
+            undetermined_reason=self.undetermined_reason,
+            is_disposable=self.is_disposable,
+            is_role=self.is_role,
+            is_free=self.is_free,
+            is_catchall=self.is_catchall,
+        )
+
+    # -- form A ---------------------------------------------------------------------------------
+
+    def to_form_a(self) -> dict[str, Any]:
+        """The ``data`` of form A's ``POST /verify/single``: its fields, in its order."""
+        return self.model_dump(mode="json", include=set(FORM_A_FIELDS))
+
+    def to_form_a_batch_item(self) -> dict[str, Any]:
+        """One item of ``results`` in form A's batch result."""
+        return self.model_dump(mode="json", include=set(FORM_A_BATCH_FIELDS))
+
+    @classmethod
+    def from_form_a(cls, data: dict[str, Any]) -> "VerificationResult":
+        """Parse a form A result (single, or a batch item) into the shared model.
+
+        Form A does not carry the DNS and mailbox facts; they are inferred from the status and
+        reason as far as those tell them, so that the form B view stays meaningful.
+        """
+        fields = {k: v for k, v in data.items() if k in _ALL_FIELDS}
+        status = Status(fields["status"])
+        reason = Reason(fields["reason"]) if fields.get("reason") else None
+        fields.setdefault("dns", _infer_dns(status, reason))
+        fields.setdefault("mailbox", _infer_mailbox(status, reason, fields.get("smtp_check")))
+        if status is Status.UNKNOWN:
+            fields.setdefault("undetermined_reason", reason)
+        return cls.model_validate(fields)
+
+    # -- form B ---------------------------------------------------------------------------------
+
+    def form_b_status(self) -> tuple[FormBStatus, Reason | None]:
+        return form_b_status(self.facts)
+
+    def to_form_b(self) -> dict[str, Any]:
+        """Form B's single verification result: ``email, status, result, score, reason,
+        credits_used``."""
+        status, reason = self.form_b_status()
+        return {
+            "email": self.email,
+            "status": status.value,
+            "result": self.form_b_result_object(),
+            "score": self._form_b_score(status),
+            "reason": reason.value if reason else None,
+            "credits_used": self.credits_used,
+        }
+
+    def _form_b_score(self, status: FormBStatus) -> float:
+        if status is FormBStatus.VALID and not self.smtp_check:
+            return VALID_WITHOUT_SMTP_SCORE
+        return FORM_B_SCORES[status]
+
+    def form_b_result_object(self) -> dict[str, bool]:
+        """Form B's ``result`` object: nine booleans."""
+        return {
+            "deliverable": self.is_deliverable,
+            "valid_format": self.reason is not Reason.INVALID_SYNTAX,
+            "valid_domain": self.dns.domain_exists,
+            "valid_mx": self.dns.takes_mail,
+            "disposable": self.is_disposable,
+            "role": self.is_role,
+            "catchall": self.is_catchall,
+            "free": self.is_free,
+            "smtp_valid": self.smtp_check and self.mailbox is MailboxOutcome.ACCEPTED,
+        }
+
+    # -- rows -----------------------------------------------------------------------------------
+
+    def to_row(self, *, internal: bool = False) -> dict[str, Any]:
+        """A flat dict matching :func:`arrow_schema` (``internal`` adds the facts columns)."""
+        row = self.model_dump(mode="json", include=set(FORM_A_FIELDS))
+        if internal:
+            row.update(
+                dns=self.dns.value,
+                mailbox=self.mailbox.value,
+                undetermined_reason=(
+                    self.undetermined_reason.value if self.undetermined_reason else None
+                ),
+            )
+        return row
+
+
+FORM_A_FIELDS: tuple[str, ...] = (
+    "email",
+    "status",
+    "score",
+    "is_deliverable",
+    "is_disposable",
+    "is_catchall",
+    "is_role",
+    "is_free",
+    "domain",
+    "mx_records",
+    "domain_reputation",
+    "smtp_check",
+    "reason",
+    "response_time",
+    "credits_used",
+)
+FORM_A_BATCH_FIELDS: tuple[str, ...] = (
+    "email",
+    "status",
+    "score",
+    "is_deliverable",
+    "is_disposable",
+    "is_catchall",
+    "is_role",
+    "is_free",
+    "domain",
+    "smtp_check",
+    "reason",
+    "credits_used",
+)
+INTERNAL_FIELDS: tuple[str, ...] = ("dns", "mailbox", "undetermined_reason")
+_ALL_FIELDS = frozenset(FORM_A_FIELDS + INTERNAL_FIELDS)
+
+
+def _infer_dns(status: Status, reason: Reason | None) -> DnsOutcome:
+    if reason is Reason.INVALID_SYNTAX:
+        return DnsOutcome.NOT_CHECKED
+    if reason is Reason.NO_MAIL_SERVER:
+        return DnsOutcome.NO_MAIL_SERVER
+    if reason is Reason.DNS_ERROR:
+        return DnsOutcome.ERROR
+    return DnsOutcome.MX
+
+
+def _infer_mailbox(status: Status, reason: Reason | None, smtp_check: Any) -> MailboxOutcome:
+    if not smtp_check:
+        return MailboxOutcome.NOT_CHECKED
+    by_reason = {
+        Reason.MAILBOX_NOT_FOUND: MailboxOutcome.NOT_FOUND,
+        Reason.MAILBOX_DISABLED: MailboxOutcome.DISABLED,
+        Reason.MAILBOX_FULL: MailboxOutcome.FULL,
+        Reason.CATCH_ALL: MailboxOutcome.ACCEPTED,
+        Reason.ROLE_ACCOUNT: MailboxOutcome.ACCEPTED,
+    }
+    if reason in by_reason:
+        return by_reason[reason]
+    if status is Status.VALID:
+        return MailboxOutcome.ACCEPTED
+    if status is Status.UNKNOWN:
+        return MailboxOutcome.UNDETERMINED
+    return MailboxOutcome.NOT_CHECKED
+
+
+def arrow_schema(*, internal: bool = False) -> "pa.Schema":
+    """The explicit Arrow schema of result columns, in form A's order.
+
+    ``internal`` adds the DNS and mailbox facts, which the pipeline keeps in its own state files
+    so that a resumed run can rebuild full results.
+    """
+    import pyarrow as pa
+
+    fields = [
+        pa.field("email", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("score", pa.float64(), nullable=False),
+        pa.field("is_deliverable", pa.bool_(), nullable=False),
+        pa.field("is_disposable", pa.bool_(), nullable=False),
+        pa.field("is_catchall", pa.bool_(), nullable=False),
+        pa.field("is_role", pa.bool_(), nullable=False),
+        pa.field("is_free", pa.bool_(), nullable=False),
+        pa.field("domain", pa.string(), nullable=False),
+        pa.field("mx_records", pa.list_(pa.string()), nullable=False),
+        pa.field(
+            "domain_reputation",
+            pa.struct(
+                [
+                    pa.field("mx_ip", pa.string(), nullable=False),
+                    pa.field("is_listed", pa.bool_(), nullable=False),
+                    pa.field("blacklists", pa.list_(pa.string()), nullable=False),
+                    pa.field("checked", pa.bool_(), nullable=False),
+                ]
+            ),
+            nullable=False,
+        ),
+        pa.field("smtp_check", pa.bool_(), nullable=False),
+        pa.field("reason", pa.string(), nullable=True),
+        pa.field("response_time", pa.int64(), nullable=False),
+        pa.field("credits_used", pa.int64(), nullable=False),
+    ]
+    if internal:
+        fields += [
+            pa.field("dns", pa.string(), nullable=False),
+            pa.field("mailbox", pa.string(), nullable=False),
+            pa.field("undetermined_reason", pa.string(), nullable=True),
+        ]
+    return pa.schema(fields)
+
+
+def to_arrow(results: Iterable[VerificationResult], *, internal: bool = False) -> "pa.Table":
+    """Results as an Arrow table with :func:`arrow_schema`."""
+    import pyarrow as pa
+
+    schema = arrow_schema(internal=internal)
+    rows = [r.to_row(internal=internal) for r in results]
+    return pa.Table.from_pylist(rows, schema=schema)

@@ -1,0 +1,223 @@
+"""An authoritative DNS server for a world, over UDP and TCP, on dnspython's message handling.
+
+Every name the world does not know is NXDOMAIN; a known name without the asked type is an empty
+answer with the zone's SOA (so resolvers can cache the negative answer); a domain set to
+``servfail`` or ``timeout`` answers so, or not at all. Blocklist zones answer ``127.0.0.2`` for a
+listed address, as DNSBLs do.
+"""
+
+import asyncio
+import ipaddress
+import logging
+import struct
+from dataclasses import dataclass, field
+
+import dns.exception
+import dns.flags
+import dns.message
+import dns.name
+import dns.rcode
+import dns.rdataclass
+import dns.rdatatype
+import dns.rrset
+
+from listhygiene.sandbox.world import World
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DnsServer", "Zone"]
+
+_SOA_TEMPLATE = "ns.{apex}. hostmaster.{apex}. 1 3600 600 86400 {minimum}"
+#: The TXT text a blocklist zone returns for a listed address.
+DNSBL_TXT = "Listed by the listhygiene sandbox"
+
+
+@dataclass
+class _Node:
+    rrsets: dict[int, dns.rrset.RRset] = field(default_factory=dict)
+    failure: str = "ok"  # ok | nxdomain | servfail | timeout
+    soa: dns.rrset.RRset | None = None  # set on the world's domains: each is a zone apex
+
+
+class Zone:
+    """Everything the server answers, keyed by owner name (built once from a world)."""
+
+    def __init__(self, world: World, host_addresses: dict[str, str]) -> None:
+        self._nodes: dict[dns.name.Name, _Node] = {}
+        for host, address in host_addresses.items():
+            self._add(host, "A", 300, [address])
+        for name, spec in world.domains.items():
+            node = self._node(name)
+            node.failure = spec.dns
+            node.soa = self._rrset(
+                name, "SOA", spec.ttl, [_SOA_TEMPLATE.format(apex=name, minimum=spec.ttl)]
+            )
+            if spec.null_mx:
+                self._add(name, "MX", spec.ttl, ["0 ."])
+            elif spec.mx:
+                self._add(name, "MX", spec.ttl, [f"{m.preference} {m.host}." for m in spec.mx])
+            addresses = [host_addresses.get(a, a) for a in spec.a]
+            if addresses:
+                self._add(name, "A", spec.ttl, addresses)
+            if spec.aaaa:
+                self._add(name, "AAAA", spec.ttl, spec.aaaa)
+            if spec.txt:
+                quoted = ['"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in spec.txt]
+                self._add(name, "TXT", spec.ttl, quoted)
+        for host in host_addresses:  # a host outside every domain of the world is its own zone
+            if self._zone_of(dns.name.from_text(host + ".")) is None:
+                self._node(host).soa = self._rrset(
+                    host, "SOA", 300, [_SOA_TEMPLATE.format(apex=host, minimum=300)]
+                )
+        for zone, listed in world.dnsbl.items():
+            self._node(zone).soa = self._rrset(
+                zone, "SOA", 300, [_SOA_TEMPLATE.format(apex=zone, minimum=300)]
+            )
+            for item in listed:
+                address = ipaddress.IPv4Address(host_addresses.get(item, item))
+                owner = ".".join(reversed(str(address).split("."))) + "." + zone
+                self._add(owner, "A", 300, ["127.0.0.2"])
+                self._add(owner, "TXT", 300, [f'"{DNSBL_TXT}"'])
+
+    @staticmethod
+    def _rrset(name: str, rdtype: str, ttl: int, values: list[str]) -> dns.rrset.RRset:
+        return dns.rrset.from_text_list(name + ".", ttl, "IN", rdtype, values)
+
+    def _node(self, name: str) -> _Node:
+        return self._nodes.setdefault(dns.name.from_text(name + "."), _Node())
+
+    def _add(self, name: str, rdtype: str, ttl: int, values: list[str]) -> None:
+        rrset = self._rrset(name, rdtype, ttl, values)
+        node = self._node(name)
+        existing = node.rrsets.get(rrset.rdtype)
+        if existing is not None:
+            existing.union_update(rrset)
+        else:
+            node.rrsets[rrset.rdtype] = rrset
+
+    def _zone_of(self, name: dns.name.Name) -> _Node | None:
+        """The closest enclosing domain of the world (a node with an SOA), if any."""
+        while True:
+            node = self._nodes.get(name)
+            if node is not None and node.soa is not None:
+                return node
+            if name == dns.name.root:
+                return None
+            name = name.parent()
+
+    def _has_descendants(self, name: dns.name.Name) -> bool:
+        return any(other != name and other.is_subdomain(name) for other in self._nodes)
+
+    def answer(self, query: dns.message.Message) -> dns.message.Message | None:
+        """The response to ``query``, or None to stay silent (a timeout)."""
+        response = dns.message.make_response(query)
+        response.flags |= dns.flags.AA
+        if len(query.question) != 1:
+            response.set_rcode(dns.rcode.FORMERR)
+            return response
+        question = query.question[0]
+        if question.rdclass != dns.rdataclass.IN:
+            response.set_rcode(dns.rcode.REFUSED)
+            return response
+        name = question.name.canonicalize()
+        zone = self._zone_of(name)
+        # a broken domain is broken for every name under it
+        if zone is not None and zone.failure == "timeout":
+            return None
+        if zone is not None and zone.failure == "servfail":
+            response.flags &= ~dns.flags.AA
+            response.set_rcode(dns.rcode.SERVFAIL)
+            return response
+        soa = [zone.soa] if zone is not None and zone.soa is not None else []
+        node = self._nodes.get(name)
+        if (zone is not None and zone.failure == "nxdomain") or (
+            node is None and not self._has_descendants(name)
+        ):
+            response.set_rcode(dns.rcode.NXDOMAIN)
+            response.authority.extend(soa)  # RFC 2308: lets resolvers cache the denial
+            return response
+        rrsets = node.rrsets if node is not None else {}
+        if question.rdtype == dns.rdatatype.ANY and rrsets:
+            response.answer.extend(rrsets.values())
+        elif question.rdtype in rrsets:
+            response.answer.append(rrsets[question.rdtype])
+        elif question.rdtype == dns.rdatatype.SOA and node is not None and node.soa is not None:
+            response.answer.append(node.soa)
+        else:
+            response.authority.extend(soa)  # no data (empty non-terminals too, RFC 8020)
+        return response
+
+
+class _UdpProtocol(asyncio.DatagramProtocol):
+    def __init__(self, server: "DnsServer") -> None:
+        self.server = server
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        wire = self.server.respond(data, max_size=None)
+        if wire is not None and self.transport is not None:
+            self.transport.sendto(wire, addr)
+
+
+class DnsServer:
+    """Serves a :class:`Zone` on one address and port, over UDP and TCP."""
+
+    def __init__(self, zone: Zone) -> None:
+        self.zone = zone
+        self.queries = 0
+        self._udp: asyncio.DatagramTransport | None = None
+        self._tcp: asyncio.Server | None = None
+
+    def respond(self, data: bytes, *, max_size: int | None) -> bytes | None:
+        """Wire bytes in, wire bytes out (None: say nothing). UDP answers may be truncated."""
+        self.queries += 1
+        try:
+            query = dns.message.from_wire(data)
+        except dns.exception.DNSException:
+            return None  # not a DNS message: a real server ignores it
+        response = self.zone.answer(query)
+        if response is None:
+            return None
+        if max_size is None:  # UDP: the client's EDNS payload, or 512
+            max_size = max(512, query.payload) if query.edns >= 0 else 512
+            return response.to_wire(max_size=max_size, prefer_truncation=True)
+        return response.to_wire(max_size=max_size)
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on ``host:port`` (0: any free port, the same for UDP and TCP); return the port."""
+        loop = asyncio.get_running_loop()
+        self._tcp = await asyncio.start_server(self._serve_tcp, host, port)
+        port = self._tcp.sockets[0].getsockname()[1]
+        try:
+            self._udp, _ = await loop.create_datagram_endpoint(
+                lambda: _UdpProtocol(self), local_addr=(host, port)
+            )
+        except OSError:
+            self._tcp.close()
+            await self._tcp.wait_closed()
+            raise
+        return port
+
+    async def stop(self) -> None:
+        if self._udp is not None:
+            self._udp.close()
+        if self._tcp is not None:
+            self._tcp.close()
+            await self._tcp.wait_closed()
+
+    async def _serve_tcp(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                (length,) = struct.unpack("!H", await reader.readexactly(2))
+                wire = self.respond(await reader.readexactly(length), max_size=65535)
+                if wire is None:
+                    continue  # a timeout: the client gives up
+                writer.write(struct.pack("!H", len(wire)) + wire)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()

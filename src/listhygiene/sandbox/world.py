@@ -1,0 +1,299 @@
+"""The world file: domains, their DNS records, their mail hosts and each host's behaviour.
+
+A world is JSON (see ``sample_data/world.json`` and ``docs/sandbox.md``)::
+
+    {
+      "domains": {
+        "acme.test": {"mx": [{"preference": 10, "host": "mx.acme.test"}],
+                      "mailboxes": ["alice", "bob"]}
+      },
+      "hosts": {"mx.acme.test": {"greylist_delay_ms": 1000}}
+    }
+
+Loading validates everything up front; a mistake is reported with the file, the path inside it
+(``domains["acme.test"].mx[0].host``) and what is wrong, as a :class:`WorldError`.
+"""
+
+import ipaddress
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+import dns.name
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+__all__ = ["BlockPolicy", "DomainSpec", "HostSpec", "MxSpec", "World", "WorldError", "load_world"]
+
+#: Where mail hosts get their loopback addresses when the world does not pin one.
+HOST_NETWORK = ipaddress.IPv4Network("127.1.0.0/16")
+
+
+class WorldError(ValueError):
+    """A world file that cannot be used: names the file, the place inside it and the problem."""
+
+    def __init__(self, source: str, problems: list[tuple[str, str]]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = [
+            f"{source}: {where}: {what}" if where else f"{source}: {what}"
+            for where, what in problems
+        ]
+        super().__init__("\n".join(lines))
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def normalise_name(value: str) -> str:
+    """Normalise a DNS name to lower-case A-labels without the trailing dot."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a non-empty host name")
+    try:
+        name = dns.name.from_unicode(value.strip().rstrip("."), idna_codec=dns.name.IDNA_2008)
+    except Exception as exc:
+        raise ValueError(f"{value!r} is not a valid DNS name ({exc})") from None
+    return name.to_text(omit_final_dot=True).lower()
+
+
+HostName = Annotated[str, Field(min_length=1)]
+
+
+class MxSpec(_Spec):
+    preference: int = Field(ge=0, le=65535)
+    host: HostName
+
+    @field_validator("host")
+    @classmethod
+    def _normalise(cls, value: str) -> str:
+        return normalise_name(value)
+
+
+class BlockPolicy(_Spec):
+    """A policy refusal of the client, naming a blocklist (5.7.1), as big providers do."""
+
+    stage: Literal["connect", "mail", "rcpt"] = "rcpt"
+    blocklist: str = "zen.spamhaus.org"
+
+
+class HostSpec(_Spec):
+    """One mail host: where it listens and how it behaves."""
+
+    #: A loopback address (127.0.0.0/8) to listen on; assigned from 127.1.0.0/16 when absent.
+    address: str | None = None
+    #: ``smtp``: a real SMTP server; ``refuse``: nothing listens (connection refused);
+    #: ``silent``: accepts TCP and never speaks; ``garbage``: answers noise; ``drop``: greets,
+    #: then closes the connection at the first command; ``endless``: a banner line that never ends.
+    behaviour: Literal["smtp", "refuse", "silent", "garbage", "drop", "endless"] = "smtp"
+    #: Extra delay before the banner (a tarpit).
+    banner_delay_ms: int = Field(default=0, ge=0)
+    #: Delay applied to every command before the server reads it: one round trip per reply.
+    latency_ms: int = Field(default=0, ge=0)
+    #: Greylisting: a first RCPT for (client, sender, recipient) gets 450 4.2.0; a retry after
+    #: this delay is accepted.
+    greylist_delay_ms: int | None = Field(default=None, ge=0)
+    #: RCPT commands allowed per connection; past it, ``too_many_reply``.
+    max_rcpt_per_connection: int | None = Field(default=None, ge=1)
+    too_many_reply: Literal["452", "421"] = "452"
+    #: Concurrent connections allowed; past it, a 421 4.7.0 greeting.
+    max_connections: int | None = Field(default=None, ge=1)
+    block: BlockPolicy | None = None
+    smtputf8: bool = True
+    pipelining: bool = True
+    starttls: bool = False
+    #: The name in the banner and EHLO reply; the host's own name when absent.
+    banner_name: str | None = None
+
+    @field_validator("address")
+    @classmethod
+    def _loopback(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            address = ipaddress.IPv4Address(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IPv4 address") from None
+        if not address.is_loopback:
+            raise ValueError(f"{value} is not a loopback address (127.0.0.0/8)")
+        if address == ipaddress.IPv4Address("127.0.0.1"):
+            raise ValueError("127.0.0.1 is kept for the DNS server; use another 127.x address")
+        return str(address)
+
+
+class DomainSpec(_Spec):
+    """One domain: its DNS answers and its mailboxes."""
+
+    #: ``ok`` answers from the records below; the others answer every query for the domain so.
+    dns: Literal["ok", "nxdomain", "servfail", "timeout"] = "ok"
+    ttl: int = Field(default=300, ge=0, le=2**31 - 1)
+    mx: list[MxSpec] = []
+    #: ``MX 0 .`` (RFC 7505): the domain accepts no mail.
+    null_mx: bool = False
+    #: The domain's own A records: IPv4 addresses, or names of hosts of this world (implicit MX).
+    a: list[str] = []
+    aaaa: list[str] = []
+    txt: list[str] = []
+    #: Local parts that exist; any other gets 550 5.1.1 (unless ``catch_all``).
+    mailboxes: list[str] = []
+    #: Local parts whose mailbox is full (552 5.2.2).
+    full: list[str] = []
+    #: Local parts whose mailbox is disabled (550 5.2.1).
+    disabled: list[str] = []
+    catch_all: bool = False
+
+    @field_validator("aaaa")
+    @classmethod
+    def _ipv6(cls, values: list[str]) -> list[str]:
+        out = []
+        for value in values:
+            try:
+                out.append(str(ipaddress.IPv6Address(value)))
+            except ValueError:
+                raise ValueError(f"{value!r} is not an IPv6 address") from None
+        return out
+
+    @model_validator(mode="after")
+    def _null_mx_alone(self) -> Self:
+        if self.null_mx and self.mx:
+            raise ValueError("null_mx and mx cannot both be given (RFC 7505: the null MX is alone)")
+        return self
+
+
+class World(_Spec):
+    """A whole mail world. Domain and host names are normalised to lower-case A-labels."""
+
+    description: str = ""
+    domains: dict[str, DomainSpec] = {}
+    hosts: dict[str, HostSpec] = {}
+    #: DNS blocklist zones served by the sandbox: zone -> listed host names or IPv4 addresses.
+    dnsbl: dict[str, list[str]] = {}
+
+    @field_validator("domains", "hosts", "dnsbl", mode="before")
+    @classmethod
+    def _normalise_keys(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            name = normalise_name(key)
+            if name in out:
+                raise ValueError(f"{key!r} is given twice (as {name})")
+            out[name] = item
+        return out
+
+    @model_validator(mode="after")
+    def _references(self) -> Self:
+        problems: list[str] = []
+        for name, domain in self.domains.items():
+            for i, value in enumerate(domain.a):
+                if not _is_ipv4(value) and normalise_name(value) not in self.hosts:
+                    problems.append(
+                        f'domains["{name}"].a[{i}]: {value!r} is neither an IPv4 address '
+                        "nor a host of this world"
+                    )
+        for zone, listed in self.dnsbl.items():
+            for i, value in enumerate(listed):
+                if not _is_ipv4(value) and normalise_name(value) not in self.hosts:
+                    problems.append(
+                        f'dnsbl["{zone}"][{i}]: {value!r} is neither an IPv4 address '
+                        "nor a host of this world"
+                    )
+        pinned: dict[str, str] = {}
+        for name, host in self.hosts.items():
+            if host.address is None:
+                continue
+            if host.address in pinned:
+                problems.append(
+                    f'hosts["{name}"].address: {host.address} is also the address of '
+                    f'hosts["{pinned[host.address]}"]'
+                )
+            pinned[host.address] = name
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    # -- derived ---------------------------------------------------------------------------------
+
+    def host_addresses(self) -> dict[str, str]:
+        """Every host's loopback address: pinned ones as given, the rest assigned in order."""
+        taken = {h.address for h in self.hosts.values() if h.address}
+        free = (str(a) for a in HOST_NETWORK.hosts() if str(a) not in taken)
+        return {name: host.address or next(free) for name, host in self.hosts.items()}
+
+    def mail_hosts_of(self, domain: str) -> list[str]:
+        """The hosts that receive mail for ``domain``, by MX preference (or implicit MX)."""
+        spec = self.domains.get(domain)
+        if spec is None:
+            return []
+        if spec.mx:
+            return [mx.host for mx in sorted(spec.mx, key=lambda m: m.preference)]
+        return [normalise_name(a) for a in spec.a if not _is_ipv4(a)]
+
+    def addresses(self) -> Iterator[str]:
+        """Every address the world names (mailboxes, full and disabled), for tests and demos."""
+        for name, spec in self.domains.items():
+            for local in (*spec.mailboxes, *spec.full, *spec.disabled):
+                yield f"{local}@{name}"
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "<world>") -> "World":
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise WorldError(source, [_describe(err) for err in exc.errors()]) from None
+
+
+def _is_ipv4(value: str) -> bool:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _describe(err: Any) -> tuple[str, str]:
+    """A pydantic error as (path inside the file, message)."""
+    path = ""
+    loc = list(err["loc"])
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif i > 0 and loc[i - 1] in ("domains", "hosts", "dnsbl") and not path.endswith("]"):
+            path += f'["{part}"]'
+        else:
+            path += f".{part}" if path else str(part)
+    message = err["msg"]
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    if err["type"] == "extra_forbidden":
+        message = "unknown field (see docs/sandbox.md for the fields a world takes)"
+    return path, message
+
+
+def load_world(path: str | Path) -> World:
+    """Read and validate a world file; any problem is a :class:`WorldError` naming the file."""
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise WorldError(source, [("", "no such file")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorldError(source, [("", f"cannot be read ({exc})")]) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise WorldError(
+            source, [(f"line {exc.lineno}, column {exc.colno}", f"invalid JSON: {exc.msg}")]
+        ) from None
+    if not isinstance(data, dict):
+        raise WorldError(source, [("", "the top level must be a JSON object")])
+    return World.from_dict(data, source=source)
