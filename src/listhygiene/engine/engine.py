@@ -1,0 +1,295 @@
+"""The engine: addresses in, :class:`VerificationResult` out, as fast as politeness allows.
+
+``verify_many`` streams: it reads ahead at most ``max_pending`` addresses, groups them by domain
+as they come (one task per domain, which takes in late arrivals of its domain while its SMTP
+session is open), and yields each result the moment it is final, in completion order. Memory is
+flat in the number of addresses; DNS answers, catch-all verdicts and hosts' limits are shared by
+the whole run.
+
+Any input yields a result, never an exception: a bug in one domain's task turns that domain's
+addresses into ``unknown`` results and is logged.
+"""
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from listhygiene.engine.health import RunHealth
+from listhygiene.engine.lists import is_disposable, is_free, is_role
+from listhygiene.engine.pacing import Pacer
+from listhygiene.engine.probe import DomainProber, MailboxVerdict, ProbeContext
+from listhygiene.engine.reputation import Reputation
+from listhygiene.engine.resolver import MailRoute, Resolver
+from listhygiene.engine.settings import EngineSettings
+from listhygiene.engine.syntax import Address, parse_address
+from listhygiene.results import DomainReputation, VerificationResult
+from listhygiene.statuses import DnsOutcome, Facts, MailboxOutcome, Reason
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Engine"]
+
+_DONE = object()
+
+
+@dataclass
+class _Item:
+    """One address on its way through the run."""
+
+    raw: str
+    address: Address
+    started: float
+
+
+@dataclass
+class _DomainJob:
+    """A domain's addresses still to verify; the prober reads ``addresses`` live."""
+
+    domain: str
+    addresses: deque[Address] = field(default_factory=deque)
+    #: Each distinct address's input items (the same address twice: one probe, two results).
+    items: dict[Address, list[_Item]] = field(default_factory=dict)
+    active: bool = True
+
+    def add(self, item: _Item) -> None:
+        group = self.items.get(item.address)
+        if group is None:
+            self.items[item.address] = [item]
+            self.addresses.append(item.address)
+        else:
+            group.append(item)
+
+
+class Engine:
+    """Verifies addresses. One engine can serve many calls; caches live as long as it does.
+
+    >>> engine = Engine(EngineSettings(dns_server="127.0.0.1:5300", smtp_port=2525))
+    >>> result = await engine.verify("alice@example.com")
+    """
+
+    def __init__(self, settings: EngineSettings | None = None, **overrides: Any) -> None:
+        if settings is None:
+            settings = EngineSettings(**overrides)
+        elif overrides:
+            settings = settings.model_copy(update=overrides)
+        self.settings = settings
+        self.health = RunHealth()
+        self._resolver: Resolver | None = None
+        self._context: ProbeContext | None = None
+        self._reputation: Reputation | None = None
+
+    def _ensure_started(self) -> None:
+        # Created lazily, inside the running event loop that will use them.
+        if self._resolver is None:
+            self._resolver = Resolver(self.settings)
+            self._reputation = Reputation(self._resolver.dns_resolver, self.settings.dnsbl_zones)
+            self._context = ProbeContext(
+                self.settings, Pacer(self.settings), on_reach=self.health.record
+            )
+
+    @property
+    def statistics(self) -> dict[str, Any]:
+        """Counters of the engine's work so far (for benchmarks and logs)."""
+        ctx = self._context
+        return {
+            "dns_lookups": self._resolver.lookups if self._resolver else 0,
+            "max_concurrent_sessions": ctx.pacer.max_active if ctx else 0,
+            **self.health.as_dict(),
+        }
+
+    async def verify(self, email: str, *, check_smtp: bool | None = None) -> VerificationResult:
+        """Verify one address."""
+        async for result in self.verify_many([email], check_smtp=check_smtp):
+            return result
+        raise AssertionError("verify_many yielded nothing")  # pragma: no cover
+
+    async def verify_many(
+        self,
+        emails: Iterable[object] | AsyncIterable[object],
+        *,
+        check_smtp: bool | None = None,
+    ) -> AsyncIterator[VerificationResult]:
+        """Verify many addresses; yields each result as soon as it is final (any order)."""
+        self._ensure_started()
+        run = _Run(self, self.settings.check_smtp if check_smtp is None else check_smtp)
+        async for result in run.results(emails):
+            yield result
+
+
+class _Run:
+    """One call of ``verify_many``: its reading, its domain tasks and its output queue."""
+
+    def __init__(self, engine: Engine, check_smtp: bool) -> None:
+        self.engine = engine
+        self.settings = engine.settings
+        self.check_smtp = check_smtp
+        assert engine._resolver is not None
+        assert engine._context is not None
+        self.resolver = engine._resolver
+        self.context = engine._context
+        assert engine._reputation is not None
+        self.reputation = engine._reputation
+        self.out: asyncio.Queue[Any] = asyncio.Queue()
+        self.room = asyncio.Semaphore(self.settings.max_pending)
+        self.jobs: dict[str, _DomainJob] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def results(
+        self, emails: Iterable[object] | AsyncIterable[object]
+    ) -> AsyncIterator[VerificationResult]:
+        reader = asyncio.ensure_future(self._read(emails))
+        try:
+            while True:
+                item = await self.out.get()
+                if item is _DONE:
+                    break
+                self.room.release()
+                yield item
+            await reader  # re-raise a failure of the input iterator itself
+        finally:
+            for task in (reader, *self.tasks):
+                task.cancel()
+            await asyncio.gather(reader, *self.tasks, return_exceptions=True)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    async def _read(self, emails: Iterable[object] | AsyncIterable[object]) -> None:
+        try:
+            if isinstance(emails, AsyncIterable):
+                async for raw in emails:
+                    await self._admit(raw)
+            else:
+                for raw in emails:
+                    await self._admit(raw)
+            while self.tasks:
+                await asyncio.gather(*list(self.tasks), return_exceptions=True)
+        finally:
+            self.out.put_nowait(_DONE)
+
+    async def _admit(self, raw: object) -> None:
+        await self.room.acquire()
+        started = time.perf_counter()
+        address = parse_address(raw)
+        if address is None:
+            text = raw if isinstance(raw, str) else ("" if raw is None else str(raw))
+            self._emit(text.strip(), Facts(syntax_valid=False), started=started)
+            return
+        item = _Item(raw if isinstance(raw, str) else str(raw), address, started)
+        job = self.jobs.get(address.domain)
+        if job is None or not job.active:
+            job = self.jobs[address.domain] = _DomainJob(address.domain)
+            task = asyncio.ensure_future(self._domain(job))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        job.add(item)
+
+    # -- one domain ------------------------------------------------------------------------------
+
+    async def _domain(self, job: _DomainJob) -> None:
+        try:
+            await asyncio.sleep(0)  # let the reader add more of this domain first
+            route = await self.resolver.route(job.domain)
+            reputation = await self._reputation_of(route)
+
+            def finish(address: Address, verdict: MailboxVerdict | None) -> None:
+                for item in job.items.pop(address, ()):
+                    self._emit_item(item, route, reputation, verdict)
+
+            if not (self.check_smtp and route.outcome.takes_mail):
+                while job.addresses:
+                    finish(job.addresses.popleft(), None)
+                return
+            # The prober takes addresses from the job's deque as it goes, including those that
+            # arrive while its session is open.
+            await DomainProber(self.context, job.domain, route, finish).run(job.addresses)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("verifying domain %s failed; its addresses are unknown", job.domain)
+            facts = Facts(
+                syntax_valid=True, dns=DnsOutcome.ERROR, undetermined_reason=Reason.SMTP_UNREACHABLE
+            )
+            for group in job.items.values():
+                for item in group:
+                    self._emit(
+                        item.address.email,
+                        facts,
+                        started=item.started,
+                        domain=item.address.domain_unicode,
+                    )
+            job.items.clear()
+            job.addresses.clear()
+        finally:
+            job.active = False
+            if self.jobs.get(job.domain) is job:
+                del self.jobs[job.domain]
+
+    async def _reputation_of(self, route: MailRoute) -> DomainReputation:
+        if not route.exchangers:
+            return DomainReputation()
+        return await self.reputation.of(route.exchangers[0].addresses[0])
+
+    # -- results ---------------------------------------------------------------------------------
+
+    def _emit_item(
+        self,
+        item: _Item,
+        route: MailRoute,
+        reputation: DomainReputation,
+        verdict: MailboxVerdict | None,
+    ) -> None:
+        address = item.address
+        dns_outcome = route.outcome
+        undetermined = Reason.DNS_ERROR if dns_outcome is DnsOutcome.ERROR else None
+        smtp_checked = verdict is not None
+        mailbox = verdict.mailbox if verdict else MailboxOutcome.NOT_CHECKED
+        catchall = verdict.is_catchall if verdict else None
+        if verdict is not None:
+            undetermined = verdict.reason
+            if mailbox is MailboxOutcome.ACCEPTED and catchall is None:
+                # accepted, but the domain's catch-all probe was never answered: a catch-all
+                # domain is never reported valid, so this stays undetermined
+                mailbox, undetermined = MailboxOutcome.UNDETERMINED, Reason.GREYLISTED
+        facts = Facts(
+            syntax_valid=True,
+            dns=dns_outcome,
+            smtp_checked=smtp_checked,
+            mailbox=mailbox,
+            undetermined_reason=undetermined,
+            is_disposable=is_disposable(address.domain),
+            is_role=is_role(address.local_part),
+            is_free=is_free(address.domain),
+            is_catchall=catchall,
+        )
+        self._emit(
+            address.email,
+            facts,
+            started=item.started,
+            domain=address.domain_unicode,
+            mx_records=route.mx_records,
+            reputation=reputation,
+        )
+
+    def _emit(
+        self,
+        email: str,
+        facts: Facts,
+        *,
+        started: float,
+        domain: str = "",
+        mx_records: Iterable[str] = (),
+        reputation: DomainReputation | None = None,
+    ) -> None:
+        result = VerificationResult.from_facts(
+            email,
+            facts,
+            domain=domain,
+            mx_records=mx_records,
+            domain_reputation=reputation,
+            response_time=round((time.perf_counter() - started) * 1000),
+        )
+        self.out.put_nowait(result)

@@ -1,0 +1,194 @@
+"""Where a domain's mail goes: MX by preference, null MX, implicit MX, told apart from failures.
+
+dnspython's async resolver does the asking, with one LRU cache per engine that honours TTLs
+(negative answers too, by the SOA minimum), so a whole run asks each name once per TTL. A lookup
+that fails (SERVFAIL, timeout) is *undeterminable*, never "no mail server": that distinction is
+the product.
+"""
+
+import asyncio
+import ipaddress
+import time
+from dataclasses import dataclass
+
+import dns.asyncresolver
+import dns.exception
+import dns.name
+import dns.rdatatype
+import dns.resolver
+
+from listhygiene.engine.settings import EngineSettings
+from listhygiene.statuses import DnsOutcome
+
+__all__ = ["MailExchanger", "MailRoute", "MxStatus", "Resolver"]
+
+
+class MxStatus:
+    """Words of ``mx_records``: one per mail exchanger, in preference order."""
+
+    VALID = "valid"  # has an address the engine may connect to
+    UNRESOLVED = "unresolved"  # the host name has no address (or does not exist)
+    NON_ROUTABLE = "non_routable"  # only private/loopback/reserved addresses, not allowed
+    ERROR = "error"  # its address lookup failed (SERVFAIL, timeout)
+    NULL = "null"  # RFC 7505 null MX
+    IMPLICIT = "implicit"  # no MX: the domain's own A/AAAA (RFC 5321 section 5.1)
+
+
+@dataclass(frozen=True, slots=True)
+class MailExchanger:
+    name: str
+    preference: int
+    addresses: tuple[str, ...]  # usable addresses, IPv4 first
+
+
+@dataclass(frozen=True, slots=True)
+class MailRoute:
+    """The outcome of a domain's DNS, and its usable mail exchangers in order."""
+
+    outcome: DnsOutcome
+    exchangers: tuple[MailExchanger, ...] = ()
+    mx_records: tuple[str, ...] = ()
+    #: Seconds this route may be reused (the smallest TTL it rests on).
+    ttl: float = 300.0
+
+
+_FAILURES = (dns.resolver.NoNameservers, dns.exception.Timeout, dns.resolver.NoRootSOA)
+#: How long a failed lookup is remembered before it is asked again.
+_ERROR_TTL = 30.0
+
+
+class Resolver:
+    """MX routes for domains, cached for their TTL and shared by every task of a run."""
+
+    def __init__(
+        self, settings: EngineSettings, *, resolver: dns.asyncresolver.Resolver | None = None
+    ) -> None:
+        self.settings = settings
+        self._resolver = resolver or self._make_resolver(settings)
+        self._routes: dict[str, tuple[float, asyncio.Future[MailRoute]]] = {}
+        self.lookups = 0
+
+    @staticmethod
+    def _make_resolver(settings: EngineSettings) -> dns.asyncresolver.Resolver:
+        nameserver = settings.nameserver
+        resolver = dns.asyncresolver.Resolver(configure=nameserver is None)
+        if nameserver is not None:
+            resolver.nameservers = [nameserver[0]]
+            resolver.port = nameserver[1]
+        resolver.lifetime = settings.dns_timeout
+        resolver.timeout = min(2.0, settings.dns_timeout)
+        resolver.cache = dns.resolver.LRUCache(max_size=200_000)
+        return resolver
+
+    @property
+    def dns_resolver(self) -> dns.asyncresolver.Resolver:
+        """The underlying resolver (for blocklist lookups, which share its cache)."""
+        return self._resolver
+
+    async def route(self, domain: str) -> MailRoute:
+        """The mail route of ``domain`` (A-labels); concurrent callers share one lookup."""
+        now = time.monotonic()
+        cached = self._routes.get(domain)
+        if cached is not None and cached[0] > now:
+            return await asyncio.shield(cached[1])
+        future: asyncio.Future[MailRoute] = asyncio.get_running_loop().create_future()
+        self._routes[domain] = (now + _ERROR_TTL, future)
+        try:
+            route = await self._lookup(domain)
+        except BaseException as exc:
+            self._routes.pop(domain, None)
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters re-raise it
+            raise
+        future.set_result(route)
+        self._routes[domain] = (now + route.ttl, future)
+        return route
+
+    async def _query(self, name: str, rdtype: str) -> dns.resolver.Answer | None:
+        """An answer, None for no data; NXDOMAIN and failures raise."""
+        self.lookups += 1
+        answer = await self._resolver.resolve(name, rdtype, raise_on_no_answer=False)
+        return answer if answer.rrset is not None else None
+
+    async def _lookup(self, domain: str) -> MailRoute:
+        try:
+            answer = await self._query(domain, "MX")
+        except dns.resolver.NXDOMAIN:
+            return MailRoute(DnsOutcome.NXDOMAIN, ttl=_ERROR_TTL * 10)
+        except _FAILURES:
+            return MailRoute(DnsOutcome.ERROR, ttl=_ERROR_TTL)
+        except dns.exception.DNSException:
+            return MailRoute(DnsOutcome.ERROR, ttl=_ERROR_TTL)
+        if answer is None:
+            return await self._implicit(domain)
+        ttl = float(answer.rrset.ttl)
+        records = sorted(answer, key=lambda r: (r.preference, r.exchange.to_text()))
+        real = [r for r in records if r.exchange != dns.name.root]
+        if not real:  # "MX 0 ." (RFC 7505): the domain accepts no mail
+            return MailRoute(DnsOutcome.NULL_MX, mx_records=(MxStatus.NULL,), ttl=ttl)
+        names: list[tuple[str, int]] = []
+        for record in real:
+            name = record.exchange.to_text(omit_final_dot=True).lower()
+            if name not in (n for n, _ in names):
+                names.append((name, record.preference))
+        resolved = await asyncio.gather(*(self._addresses(name) for name, _ in names))
+        exchangers, words = [], []
+        for (name, preference), (status, addresses, host_ttl) in zip(names, resolved, strict=True):
+            words.append(status)
+            ttl = min(ttl, host_ttl)
+            if status == MxStatus.VALID:
+                exchangers.append(MailExchanger(name, preference, addresses))
+        if exchangers:
+            return MailRoute(DnsOutcome.MX, tuple(exchangers), tuple(words), ttl)
+        if MxStatus.ERROR in words:
+            return MailRoute(DnsOutcome.ERROR, (), tuple(words), _ERROR_TTL)
+        return MailRoute(DnsOutcome.NO_MAIL_SERVER, (), tuple(words), ttl)
+
+    async def _implicit(self, domain: str) -> MailRoute:
+        status, addresses, ttl = await self._addresses(domain)
+        if status == MxStatus.ERROR:
+            return MailRoute(DnsOutcome.ERROR, ttl=_ERROR_TTL)
+        if status == MxStatus.VALID:
+            exchanger = MailExchanger(domain, 0, addresses)
+            return MailRoute(DnsOutcome.IMPLICIT_MX, (exchanger,), (MxStatus.IMPLICIT,), ttl)
+        words = (MxStatus.NON_ROUTABLE,) if status == MxStatus.NON_ROUTABLE else ()
+        return MailRoute(DnsOutcome.NO_MAIL_SERVER, (), words, ttl)
+
+    async def _addresses(self, host: str) -> tuple[str, tuple[str, ...], float]:
+        """(status, usable addresses IPv4 first, ttl) of a host name."""
+        results = await asyncio.gather(
+            self._records(host, "A"), self._records(host, "AAAA"), return_exceptions=True
+        )
+        found: list[str] = []
+        ttl = 3600.0
+        failed = False
+        for result in results:
+            if isinstance(result, BaseException):
+                failed = True
+                continue
+            values, record_ttl = result
+            found.extend(values)
+            ttl = min(ttl, record_ttl)
+        if not found:
+            return (MxStatus.ERROR if failed else MxStatus.UNRESOLVED), (), ttl
+        usable = tuple(a for a in found if self._usable(a))
+        if not usable:
+            return MxStatus.NON_ROUTABLE, (), ttl
+        return MxStatus.VALID, usable, ttl
+
+    async def _records(self, host: str, rdtype: str) -> tuple[list[str], float]:
+        try:
+            answer = await self._query(host, rdtype)
+        except dns.resolver.NXDOMAIN:
+            return [], 300.0
+        if answer is None:
+            return [], 300.0
+        return [r.address for r in answer], float(answer.rrset.ttl)
+
+    def _usable(self, address: str) -> bool:
+        if self.settings.allow_private_mx:
+            return True
+        try:
+            return ipaddress.ip_address(address).is_global
+        except ValueError:
+            return False

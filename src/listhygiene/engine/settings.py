@@ -1,0 +1,91 @@
+"""Engine settings: keyword arguments, or ``LISTHYGIENE_*`` environment variables.
+
+The names are the product's (``--dns-server``, ``--smtp-port``, ``--helo``, ``--mail-from``,
+``--concurrency``, ``--smtp-timeout``, ``--allow-private-mx``); the rest tune politeness and
+retries and have safe defaults.
+"""
+
+import functools
+import socket
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["EngineSettings"]
+
+
+@functools.cache
+def _fqdn() -> str:
+    return socket.getfqdn()
+
+
+class EngineSettings(BaseSettings):
+    """How the engine resolves, connects and paces itself."""
+
+    model_config = SettingsConfigDict(env_prefix="LISTHYGIENE_", frozen=True, extra="ignore")
+
+    #: ``HOST[:PORT]`` of the nameserver to ask; the system's resolvers when absent.
+    dns_server: str | None = None
+    #: Seconds for a whole DNS lookup, retries included.
+    dns_timeout: float = Field(default=5.0, gt=0)
+    smtp_port: int = Field(default=25, ge=1, le=65535)
+    #: EHLO name: the machine's own FQDN by default, never a big provider's name.
+    helo: str = Field(default_factory=_fqdn)
+    #: Envelope sender of the probes; ``verify@<helo>`` by default.
+    mail_from: str = ""
+    #: SMTP sessions open at once, over the whole run.
+    concurrency: int = Field(default=50, ge=1)
+    #: SMTP sessions open at once to one mail host (one IP address).
+    host_concurrency: int = Field(default=2, ge=1)
+    #: New SMTP sessions per second to one mail host.
+    host_rate: float = Field(default=5.0, gt=0)
+    #: Seconds allowed for each SMTP step (connect, banner, each command or pipelined batch).
+    smtp_timeout: float = Field(default=10.0, gt=0)
+    #: Accept mail hosts on private, loopback or other non-routable addresses.
+    allow_private_mx: bool = False
+    #: Probe mailboxes over SMTP; off, the verdict rests on syntax, DNS and the lists.
+    check_smtp: bool = True
+    #: RCPT commands per SMTP session at most (lowered for a host that says "too many").
+    rcpt_per_session: int = Field(default=25, ge=1)
+    #: Waits (seconds) before trying again after a temporary refusal (greylisting, 421):
+    #: their number is the number of retries, their sum the longest wait per domain.
+    retry_delays: Annotated[tuple[float, ...], NoDecode] = (20.0, 60.0)
+    #: Offer STARTTLS when the server supports it (certificates are not verified).
+    starttls: bool = True
+    #: ``socks5://[user:pass@]host:port`` to reach port 25 through, where it is blocked.
+    socks_proxy: str | None = None
+    #: DNS blocklist zones to look the mail host's address up in (none: not checked).
+    dnsbl_zones: Annotated[tuple[str, ...], NoDecode] = ()
+    #: Addresses read ahead of the results: bounds memory whatever the input's length.
+    max_pending: int = Field(default=20_000, ge=1)
+
+    @field_validator("retry_delays", "dnsbl_zones", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("retry_delays")
+    @classmethod
+    def _non_negative(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if any(delay < 0 for delay in value):
+            raise ValueError("retry delays cannot be negative")
+        return value
+
+    @model_validator(mode="after")
+    def _default_sender(self) -> "EngineSettings":
+        if not self.mail_from:
+            object.__setattr__(self, "mail_from", f"verify@{self.helo}")
+        return self
+
+    @property
+    def nameserver(self) -> tuple[str, int] | None:
+        """``dns_server`` as (host, port), or None for the system's resolvers."""
+        if not self.dns_server:
+            return None
+        host, sep, port = self.dns_server.rpartition(":")
+        if sep and port.isdigit() and host and not host.endswith(":"):
+            return host.strip("[]"), int(port)
+        return self.dns_server.strip("[]"), 53

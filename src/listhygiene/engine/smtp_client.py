@@ -1,0 +1,254 @@
+"""A small SMTP client for probing mailboxes: EHLO, STARTTLS, MAIL, RCPT (pipelined), QUIT.
+
+Why not aiosmtplib for this part: its protocol parses one reply per segment received and must be
+awaited once per command, so replies to pipelined commands (RFC 2920), which arrive together,
+cannot be read. A prober lives on pipelining: MAIL and a whole batch of RCPT in one round trip.
+This client speaks just what a probe needs, on asyncio streams, with hard bounds everywhere a
+hostile server could stall or flood it: a time limit per step, a line-length limit and a limit on
+lines per reply.
+"""
+
+import asyncio
+import contextlib
+import re
+import ssl
+from dataclasses import dataclass
+
+__all__ = [
+    "Reply",
+    "SmtpClient",
+    "SmtpConnectError",
+    "SmtpDisconnected",
+    "SmtpError",
+    "SmtpProtocolError",
+    "SmtpTimeout",
+]
+
+#: RFC 5321 allows 512 octets a reply line; real servers stay well under 4 KiB.
+LINE_LIMIT = 4096
+#: A reply of more lines than this is not a probe's business.
+MAX_REPLY_LINES = 64
+_ENHANCED = re.compile(r"^([245])\.(\d{1,3})\.(\d{1,3})\b")
+
+
+class SmtpError(Exception):
+    """Any failure to hold an SMTP conversation (not a reply: replies are values).
+
+    ``partial`` holds the replies read before the failure, in command order, so that a pipelined
+    batch cut short (a 421 that closes the connection, say) loses none of its answers.
+    """
+
+    def __init__(self, message: str, partial: list["Reply"] | None = None) -> None:
+        super().__init__(message)
+        self.partial: list[Reply] = partial or []
+
+
+class SmtpConnectError(SmtpError):
+    """No TCP connection: refused, unreachable, or the proxy failed."""
+
+
+class SmtpTimeout(SmtpError):
+    """A step took longer than its time limit."""
+
+
+class SmtpDisconnected(SmtpError):
+    """The server closed the connection."""
+
+
+class SmtpProtocolError(SmtpError):
+    """The server does not speak SMTP (garbage, endless lines, malformed replies)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    code: int
+    text: str
+    #: RFC 3463 enhanced status code ("5.1.1") when the reply carries one.
+    enhanced: str | None = None
+
+    @property
+    def is_positive(self) -> bool:
+        return 200 <= self.code < 300
+
+    @property
+    def is_transient(self) -> bool:
+        return 400 <= self.code < 500
+
+    @property
+    def is_permanent(self) -> bool:
+        return 500 <= self.code < 600
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.text}".strip()
+
+
+def _parse_reply(lines: list[bytes]) -> Reply:
+    code = int(lines[0][:3])
+    texts = [line[4:].decode("utf-8", "replace").strip() for line in lines]
+    text = "\n".join(texts)
+    match = _ENHANCED.match(texts[0])
+    enhanced = None
+    if match and match.group(1) == str(code)[0]:
+        enhanced = ".".join(match.groups())
+    return Reply(code, text, enhanced)
+
+
+def _tls_context() -> ssl.SSLContext:
+    # Opportunistic TLS, as mail servers do among themselves: encrypt when offered, do not
+    # verify (mail hosts' certificates often do not match or chain, RFC 7435).
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+class SmtpClient:
+    """One SMTP connection. Every method raises :class:`SmtpError` subclasses, nothing else."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, timeout: float
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self.timeout = timeout
+        self.extensions: dict[str, str] = {}
+        self.tls = False
+
+    @classmethod
+    async def connect(
+        cls, address: str, port: int, *, step_seconds: float, proxy: str | None = None
+    ) -> "SmtpClient":
+        """Open a connection (through a SOCKS proxy when given); the banner is not read yet."""
+        timeout = step_seconds
+        try:
+            async with asyncio.timeout(timeout):
+                if proxy:
+                    from python_socks.async_.asyncio import Proxy
+
+                    sock = await Proxy.from_url(proxy).connect(
+                        dest_host=address, dest_port=port, timeout=timeout
+                    )
+                    reader, writer = await asyncio.open_connection(sock=sock, limit=LINE_LIMIT)
+                else:
+                    reader, writer = await asyncio.open_connection(address, port, limit=LINE_LIMIT)
+        except TimeoutError:
+            raise SmtpTimeout(f"connect to {address}:{port} timed out") from None
+        except (OSError, ValueError) as exc:
+            raise SmtpConnectError(f"connect to {address}:{port}: {exc}") from None
+        except Exception as exc:  # python-socks' ProxyError and friends
+            raise SmtpConnectError(f"connect to {address}:{port} via proxy: {exc}") from None
+        return cls(reader, writer, timeout)
+
+    # -- replies ---------------------------------------------------------------------------------
+
+    async def _read_reply(self) -> Reply:
+        lines: list[bytes] = []
+        while True:
+            try:
+                line = await self._reader.readuntil(b"\n")
+            except asyncio.LimitOverrunError:
+                raise SmtpProtocolError("reply line too long") from None
+            except asyncio.IncompleteReadError:
+                raise SmtpDisconnected("connection closed by the server") from None
+            except (ConnectionError, OSError) as exc:
+                raise SmtpDisconnected(f"connection lost: {exc}") from None
+            except ValueError:  # the stream's own limit, hit inside readuntil
+                raise SmtpProtocolError("reply line too long") from None
+            if (
+                len(line) < 4
+                or not line[:3].isdigit()
+                or line[3:4] not in (b" ", b"-", b"\r", b"\n")
+            ):
+                raise SmtpProtocolError(f"not an SMTP reply: {line[:40]!r}")
+            if lines and line[:3] != lines[0][:3]:
+                raise SmtpProtocolError("reply lines with different codes")
+            lines.append(line.rstrip(b"\r\n"))
+            if line[3:4] != b"-":
+                return _parse_reply(lines)
+            if len(lines) >= MAX_REPLY_LINES:
+                raise SmtpProtocolError("reply with too many lines")
+
+    async def _replies(self, count: int, within: float) -> list[Reply]:
+        replies: list[Reply] = []
+        try:
+            async with asyncio.timeout(within):
+                while len(replies) < count:
+                    replies.append(await self._read_reply())
+        except TimeoutError:
+            raise SmtpTimeout("no reply within the time limit", replies) from None
+        except SmtpError as exc:
+            exc.partial = replies
+            raise
+        return replies
+
+    async def _send(self, data: bytes) -> None:
+        try:
+            self._writer.write(data)
+            async with asyncio.timeout(self.timeout):
+                await self._writer.drain()
+        except TimeoutError:
+            raise SmtpTimeout("send timed out") from None
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            raise SmtpDisconnected(f"connection lost: {exc}") from None
+
+    # -- commands --------------------------------------------------------------------------------
+
+    async def banner(self) -> Reply:
+        return (await self._replies(1, self.timeout))[0]
+
+    async def command(self, line: str) -> Reply:
+        await self._send(line.encode("utf-8") + b"\r\n")
+        return (await self._replies(1, self.timeout))[0]
+
+    async def pipeline(self, lines: list[str]) -> list[Reply]:
+        """Send every command at once (RFC 2920) and read their replies in order."""
+        await self._send(b"".join(line.encode("utf-8") + b"\r\n" for line in lines))
+        # one step's limit for the round trip, plus a little for each reply to be produced
+        return await self._replies(len(lines), self.timeout + 0.05 * len(lines))
+
+    async def ehlo(self, name: str) -> Reply:
+        """EHLO, falling back to HELO (RFC 5321 section 3.2); records the extensions."""
+        reply = await self.command(f"EHLO {name}")
+        if reply.is_permanent:
+            self.extensions = {}
+            return await self.command(f"HELO {name}")
+        extensions: dict[str, str] = {}
+        for line in reply.text.splitlines()[1:]:
+            keyword, _, params = line.strip().partition(" ")
+            if keyword:
+                extensions[keyword.upper()] = params
+        self.extensions = extensions
+        return reply
+
+    def supports(self, extension: str) -> bool:
+        return extension.upper() in self.extensions
+
+    async def starttls(self) -> Reply:
+        """STARTTLS; on success the connection is encrypted and EHLO must be sent again."""
+        reply = await self.command("STARTTLS")
+        if reply.code != 220:
+            return reply
+        try:
+            async with asyncio.timeout(self.timeout):
+                await self._writer.start_tls(_tls_context())
+        except TimeoutError:
+            raise SmtpTimeout("TLS handshake timed out") from None
+        except (ssl.SSLError, ConnectionError, OSError) as exc:
+            raise SmtpProtocolError(f"TLS handshake failed: {exc}") from None
+        self.tls = True
+        self.extensions = {}
+        return reply
+
+    async def quit(self) -> None:
+        """Say goodbye politely without waiting long for the answer, then close."""
+        try:
+            self._writer.write(b"QUIT\r\n")
+            await self._replies(1, min(self.timeout, 2.0))
+        except (SmtpError, ConnectionError, OSError, RuntimeError):
+            pass
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+            self._writer.close()
