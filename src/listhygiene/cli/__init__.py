@@ -9,6 +9,7 @@ import click
 
 from listhygiene import __version__
 from listhygiene.cli.sandbox import sandbox
+from listhygiene.cli.verify import verify
 
 __all__ = ["main"]
 
@@ -23,3 +24,4 @@ def main(verbose: int) -> None:
 
 
 main.add_command(sandbox)
+main.add_command(verify)
