@@ -420,3 +420,10 @@ def test_cli_verify_prints_json_lines(sandbox: Sandbox, tmp_path) -> None:  # ty
     assert by_email["ghost@big.test"]["reason"] == "mailbox_not_found"
     assert by_email["not-an-address"]["status"] == "invalid"
     assert len(lines) == 3
+
+
+def test_an_engine_can_be_used_from_several_event_loops(sandbox: Sandbox) -> None:
+    engine = Engine(settings(sandbox))
+    first = asyncio.run(engine.verify("person1@big.test"))
+    second = asyncio.run(engine.verify("person2@big.test"))
+    assert first.status is second.status is Status.VALID

@@ -81,9 +81,15 @@ class Engine:
         self._resolver: Resolver | None = None
         self._context: ProbeContext | None = None
         self._reputation: Reputation | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _ensure_started(self) -> None:
-        # Created lazily, inside the running event loop that will use them.
+        # Created lazily, inside the running event loop that will use them; a new loop (another
+        # asyncio.run) gets fresh ones, since futures and semaphores belong to their loop.
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop = loop
+            self._resolver = None
         if self._resolver is None:
             self._resolver = Resolver(self.settings)
             self._reputation = Reputation(self._resolver.dns_resolver, self.settings.dnsbl_zones)
