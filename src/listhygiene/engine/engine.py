@@ -217,7 +217,7 @@ class _Run:
         except Exception:
             log.exception("verifying domain %s failed; its addresses are unknown", job.domain)
             facts = Facts(
-                syntax_valid=True, dns=DnsOutcome.ERROR, undetermined_reason=Reason.SMTP_UNREACHABLE
+                syntax_valid=True, dns=DnsOutcome.NOT_CHECKED, undetermined_reason=Reason.SMTP_UNREACHABLE
             )
             for group in job.items.values():
                 for item in group:

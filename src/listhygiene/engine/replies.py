@@ -30,14 +30,15 @@ class Meaning(Enum):
 _POLICY = re.compile(
     r"block|black ?list|spamhaus|spamcop|barracuda|\bdnsbl|\brbl\b|listed|reputation|policy|"
     r"banned|\bspam\b|abuse|client host|\bip\b.*(reject|denied)|poor|not allowed|"
-    r"authentication required|relay",
+    r"authentication required|relay(ing)? (access )?(denied|not permitted)|not permitted to relay",
     re.IGNORECASE,
 )
 _NOT_FOUND = re.compile(
     r"user unknown|unknown user|no such (user|mailbox|recipient|address)|does not exist|"
     r"doesn'?t exist|not exist|invalid (recipient|mailbox|address)|recipient (address )?rejected|"
     r"mailbox (unavailable|not found)|unknown (recipient|mailbox)|address rejected|"
-    r"no mailbox|not found|undeliverable address|unrouteable address|user not found",
+    r"no mailbox|not found|undeliverable address|unrouteable address|user not found|"
+    r"doesn'?t have an? .{0,40}account|no such account|account (does not|doesn'?t) exist",
     re.IGNORECASE,
 )
 _FULL = re.compile(
@@ -78,8 +79,8 @@ def _by_enhanced(reply: Reply, enhanced: str) -> Meaning | None:
         if subject == "7" and _RATE.search(reply.text) and not _GREY.search(reply.text):
             return Meaning.RATE_LIMITED
         return Meaning.GREYLISTED
-    if subject == "7":
-        return Meaning.BLOCKED  # 5.7.x: security or policy status, about us
+    if subject == "7" or code in ("1.7", "1.8"):
+        return Meaning.BLOCKED  # 5.7.x: policy, about us; 5.1.7/5.1.8: our sender refused
     if code in ("1.1", "1.0", "1.6", "1.3"):
         return Meaning.NOT_FOUND
     if code == "2.1":
@@ -108,10 +109,15 @@ def _by_text(reply: Reply) -> Meaning:
         return Meaning.GREYLISTED
     if _POLICY.search(text):
         return Meaning.BLOCKED
-    if _FULL.search(text) or reply.code == 552:
+    if _NOT_FOUND.search(text):
+        return Meaning.NOT_FOUND
+    if _FULL.search(text):
         return Meaning.FULL
     if _DISABLED.search(text):
         return Meaning.DISABLED
-    if _NOT_FOUND.search(text) or reply.code in (550, 551, 553):
+    # bare codes, as RFC 5321 defines them: 552 storage exceeded, 550/551/553 no such mailbox
+    if reply.code == 552:
+        return Meaning.FULL
+    if reply.code in (550, 551, 553):
         return Meaning.NOT_FOUND
     return Meaning.FAILED

@@ -47,14 +47,20 @@ class Reputation:
         listed = await asyncio.gather(*(self._listed(mx_ip, zone) for zone in self.zones))
         blacklists = tuple(zone for zone, hit in zip(self.zones, listed, strict=True) if hit)
         return DomainReputation(
-            mx_ip=mx_ip, is_listed=bool(blacklists), blacklists=blacklists, checked=True
+            mx_ip=mx_ip,
+            is_listed=bool(blacklists),
+            blacklists=blacklists,
+            checked=any(hit is not None for hit in listed),  # some zone did answer
         )
 
-    async def _listed(self, mx_ip: str, zone: str) -> bool:
+    async def _listed(self, mx_ip: str, zone: str) -> bool | None:
+        """Listed, not listed, or None when the zone could not be asked."""
         try:
             answer = await self._resolver.resolve(_query_name(mx_ip, zone), "A")
+        except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
+            return False
         except (dns.exception.DNSException, ValueError):
-            return False  # NXDOMAIN: not listed; a failed lookup proves nothing either
+            return None
         for record in answer:
             address = ipaddress.ip_address(record.address)
             if address in ipaddress.ip_network("127.0.0.0/8") and not str(address).startswith(

@@ -6,6 +6,7 @@ retries and have safe defaults.
 """
 
 import functools
+import ipaddress
 import socket
 from typing import Annotated, Any
 
@@ -74,6 +75,13 @@ class EngineSettings(BaseSettings):
             raise ValueError("retry delays cannot be negative")
         return value
 
+    @field_validator("dns_server")
+    @classmethod
+    def _nameserver_address(cls, value: str | None) -> str | None:
+        if value:
+            _split_nameserver(value)  # raises ValueError with the reason
+        return value or None
+
     @model_validator(mode="after")
     def _default_sender(self) -> "EngineSettings":
         if not self.mail_from:
@@ -82,10 +90,26 @@ class EngineSettings(BaseSettings):
 
     @property
     def nameserver(self) -> tuple[str, int] | None:
-        """``dns_server`` as (host, port), or None for the system's resolvers."""
-        if not self.dns_server:
-            return None
-        host, sep, port = self.dns_server.rpartition(":")
-        if sep and port.isdigit() and host and not host.endswith(":"):
-            return host.strip("[]"), int(port)
-        return self.dns_server.strip("[]"), 53
+        """``dns_server`` as (IP address, port), or None for the system's resolvers."""
+        return _split_nameserver(self.dns_server) if self.dns_server else None
+
+
+def _split_nameserver(value: str) -> tuple[str, int]:
+    """``IP``, ``IPv4:PORT``, ``[IPv6]:PORT`` or a bare IPv6 address -> (address, port)."""
+    text = value.strip()
+    host, port = text, "53"
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        if rest:
+            if not rest.startswith(":"):
+                raise ValueError(f"{value!r}: expected [IPv6]:PORT")
+            port = rest[1:]
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"{value!r}: the nameserver must be an IP address") from None
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{value!r}: the port must be a number from 1 to 65535")
+    return str(address), int(port)
