@@ -143,6 +143,7 @@ class _Run:
         self.room = asyncio.Semaphore(self.settings.max_pending)
         self.jobs: dict[str, _DomainJob] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        self.admitted = 0
 
     async def results(
         self, emails: Iterable[object] | AsyncIterable[object]
@@ -178,6 +179,11 @@ class _Run:
 
     async def _admit(self, raw: object) -> None:
         await self.room.acquire()
+        self.admitted += 1
+        if self.admitted % 32 == 0:
+            # acquire() does not yield while there is room: let the domain tasks start their DNS
+            # lookups while the rest of the input is read, instead of after all of it
+            await asyncio.sleep(0)
         started = time.perf_counter()
         address = parse_address(raw)
         if address is None:
@@ -217,7 +223,9 @@ class _Run:
         except Exception:
             log.exception("verifying domain %s failed; its addresses are unknown", job.domain)
             facts = Facts(
-                syntax_valid=True, dns=DnsOutcome.NOT_CHECKED, undetermined_reason=Reason.SMTP_UNREACHABLE
+                syntax_valid=True,
+                dns=DnsOutcome.NOT_CHECKED,
+                undetermined_reason=Reason.SMTP_UNREACHABLE,
             )
             for group in job.items.values():
                 for item in group:

@@ -278,12 +278,21 @@ class DomainProber:
                 sender += " SMTPUTF8"
             commands = (["RSET"] if transactions else []) + [sender]
             commands += [f"RCPT TO:<{r}>" for r in recipients]
+            # The last transaction of the session carries QUIT in its group (RFC 2920 3.1):
+            # the goodbye costs no round trip of its own.
+            last = limits.one_transaction or not (self.work or pending)
+            quit_now = last and client.supports("PIPELINING")
+            if quit_now:
+                commands.append("QUIT")
+                client.quitting = True
             transactions += 1
             error: SmtpError | None = None
             try:
                 replies = await self._exchange(client, commands)
             except SmtpError as exc:
                 replies, error = exc.partial, exc
+            if quit_now and len(replies) == len(commands):
+                replies = replies[:-1]  # QUIT's 221
             if transactions > 1:
                 replies = replies[1:]  # the RSET's reply
             if not replies:  # not even MAIL was answered
@@ -304,7 +313,7 @@ class DomainProber:
                 return True
             if error is not None:
                 raise error
-            if limits.one_transaction:
+            if limits.one_transaction or quit_now:
                 return True
         return progressed or transactions > 0
 

@@ -55,6 +55,8 @@ class MailRoute:
 _FAILURES = (dns.resolver.NoNameservers, dns.exception.Timeout, dns.resolver.NoRootSOA)
 #: How long a failed lookup is remembered before it is asked again.
 _ERROR_TTL = 30.0
+#: DNS queries out at once, per engine.
+_MAX_IN_FLIGHT = 64
 
 
 class Resolver:
@@ -66,6 +68,8 @@ class Resolver:
         self.settings = settings
         self._resolver = resolver or self._make_resolver(settings)
         self._routes: dict[str, tuple[float, asyncio.Future[MailRoute]]] = {}
+        self._in_flight: dict[tuple[str, str], asyncio.Future[dns.resolver.Answer | None]] = {}
+        self._query_slots = asyncio.Semaphore(_MAX_IN_FLIGHT)
         self.lookups = 0
 
     @staticmethod
@@ -105,10 +109,34 @@ class Resolver:
         return route
 
     async def _query(self, name: str, rdtype: str) -> dns.resolver.Answer | None:
-        """An answer, None for no data; NXDOMAIN and failures raise."""
-        self.lookups += 1
-        answer = await self._resolver.resolve(name, rdtype, raise_on_no_answer=False)
-        return answer if answer.rrset is not None else None
+        """An answer, None for no data; NXDOMAIN and failures raise.
+
+        Identical questions in flight share one query (mail hosts serve many domains), and at
+        most ``_MAX_IN_FLIGHT`` queries are out at once: a burst of thousands overflows the
+        nameserver's receive buffer, and every lost datagram costs a retry time-out.
+        """
+        key = (name, rdtype)
+        shared = self._in_flight.get(key)
+        if shared is not None:
+            return await asyncio.shield(shared)
+        future: asyncio.Future[dns.resolver.Answer | None] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._in_flight[key] = future
+        try:
+            async with self._query_slots:
+                self.lookups += 1
+                answer = await self._resolver.resolve(name, rdtype, raise_on_no_answer=False)
+            result = answer if answer.rrset is not None else None
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters re-raise it
+            raise
+        else:
+            future.set_result(result)
+            return result
+        finally:
+            del self._in_flight[key]
 
     async def _lookup(self, domain: str) -> MailRoute:
         try:
@@ -155,10 +183,20 @@ class Resolver:
         return MailRoute(DnsOutcome.NO_MAIL_SERVER, (), words, ttl)
 
     async def _addresses(self, host: str) -> tuple[str, tuple[str, ...], float]:
-        """(status, usable addresses IPv4 first, ttl) of a host name."""
-        results = await asyncio.gather(
-            self._records(host, "A"), self._records(host, "AAAA"), return_exceptions=True
-        )
+        """(status, usable addresses, ttl) of a host name.
+
+        IPv4 first: AAAA is asked only when the host has no usable A record, which halves the
+        lookups of a run (IPv4 is what a probe would use first anyway).
+        """
+        results: list[tuple[list[str], float] | BaseException] = []
+        for rdtype in ("A", "AAAA"):
+            try:
+                results.append(await self._records(host, rdtype))
+            except Exception as exc:  # a failed lookup: maybe the other type answers
+                results.append(exc)
+            last = results[-1]
+            if not isinstance(last, BaseException) and any(self._usable(a) for a in last[0]):
+                break
         found: list[str] = []
         ttl = 3600.0
         failed = False

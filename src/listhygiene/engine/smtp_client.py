@@ -113,6 +113,8 @@ class SmtpClient:
         self.timeout = timeout
         self.extensions: dict[str, str] = {}
         self.tls = False
+        #: QUIT was sent (pipelined with the last transaction): only closing is left.
+        self.quitting = False
 
     @classmethod
     async def connect(
@@ -241,6 +243,9 @@ class SmtpClient:
 
     async def quit(self) -> None:
         """Say goodbye politely without waiting long for the answer, then close."""
+        if self.quitting:
+            self.close()
+            return
         try:
             self._writer.write(b"QUIT\r\n")
             await self._replies(1, min(self.timeout, 2.0))
