@@ -3,13 +3,14 @@
 Verify every address of a table, then write one Parquet file per verification status.
 """
 
+from listhygiene._version import __version__
 from listhygiene.engine import Engine, EngineSettings, verify, verify_many
+from listhygiene.pipeline.run import CleanResult, aclean, clean
 from listhygiene.results import DomainReputation, VerificationResult, arrow_schema
 from listhygiene.statuses import FormBStatus, Reason, Status
 
-__version__ = "0.1.0"
-
 __all__ = [
+    "CleanResult",
     "DomainReputation",
     "Engine",
     "EngineSettings",
@@ -18,7 +19,9 @@ __all__ = [
     "Status",
     "VerificationResult",
     "__version__",
+    "aclean",
     "arrow_schema",
+    "clean",
     "verify",
     "verify_many",
 ]

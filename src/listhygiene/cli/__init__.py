@@ -7,7 +7,8 @@ import logging
 
 import click
 
-from listhygiene import __version__
+from listhygiene._version import __version__
+from listhygiene.cli.clean import clean
 from listhygiene.cli.sandbox import sandbox
 from listhygiene.cli.verify import verify
 
@@ -23,5 +24,6 @@ def main(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+main.add_command(clean)
 main.add_command(sandbox)
 main.add_command(verify)

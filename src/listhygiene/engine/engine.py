@@ -40,7 +40,7 @@ _DONE = object()
 class _Item:
     """One address on its way through the run."""
 
-    raw: str
+    raw: object  # the input as given: results are paired with it
     address: Address
     started: float
 
@@ -120,10 +120,40 @@ class Engine:
         check_smtp: bool | None = None,
     ) -> AsyncIterator[VerificationResult]:
         """Verify many addresses; yields each result as soon as it is final (any order)."""
+        async for _, result in self.verify_each(emails, check_smtp=check_smtp):
+            yield result
+
+    async def verify_each(
+        self,
+        emails: Iterable[object] | AsyncIterable[object],
+        *,
+        check_smtp: bool | None = None,
+    ) -> AsyncIterator[tuple[object, VerificationResult]]:
+        """As ``verify_many``, paired with each input as given: results come in completion
+        order, and a result's ``email`` is normalised, so callers key results by their input."""
         self._ensure_started()
         run = _Run(self, self.settings.check_smtp if check_smtp is None else check_smtp)
-        async for result in run.results(emails):
-            yield result
+        async for pair in run.results(emails):
+            yield pair
+
+    async def domain_facts(
+        self, domains: Iterable[str]
+    ) -> dict[str, tuple[MailRoute, DomainReputation, int]]:
+        """For each domain (A-labels): its mail route, its MX's reputation and the lookup's
+        milliseconds. Lookups run concurrently and share the engine's caches."""
+        self._ensure_started()
+        assert self._resolver is not None
+        assert self._reputation is not None
+        resolver, reputation = self._resolver, self._reputation
+
+        async def one(domain: str) -> tuple[str, tuple[MailRoute, DomainReputation, int]]:
+            started = time.perf_counter()
+            route = await resolver.route(domain)
+            mx_ip = route.exchangers[0].addresses[0] if route.exchangers else ""
+            rep = await reputation.of(mx_ip)
+            return domain, (route, rep, round((time.perf_counter() - started) * 1000))
+
+        return dict(await asyncio.gather(*(one(d) for d in domains)))
 
 
 class _Run:
@@ -147,7 +177,7 @@ class _Run:
 
     async def results(
         self, emails: Iterable[object] | AsyncIterable[object]
-    ) -> AsyncIterator[VerificationResult]:
+    ) -> AsyncIterator[tuple[object, VerificationResult]]:
         reader = asyncio.ensure_future(self._read(emails))
         try:
             while True:
@@ -188,9 +218,9 @@ class _Run:
         address = parse_address(raw)
         if address is None:
             text = raw if isinstance(raw, str) else ("" if raw is None else str(raw))
-            self._emit(text.strip(), Facts(syntax_valid=False), started=started)
+            self._emit(raw, text.strip(), Facts(syntax_valid=False), started=started)
             return
-        item = _Item(raw if isinstance(raw, str) else str(raw), address, started)
+        item = _Item(raw, address, started)
         job = self.jobs.get(address.domain)
         if job is None or not job.active:
             job = self.jobs[address.domain] = _DomainJob(address.domain)
@@ -230,6 +260,7 @@ class _Run:
             for group in job.items.values():
                 for item in group:
                     self._emit(
+                        item.raw,
                         item.address.email,
                         facts,
                         started=item.started,
@@ -280,6 +311,7 @@ class _Run:
             is_catchall=catchall,
         )
         self._emit(
+            item.raw,
             address.email,
             facts,
             started=item.started,
@@ -290,6 +322,7 @@ class _Run:
 
     def _emit(
         self,
+        raw: object,
         email: str,
         facts: Facts,
         *,
@@ -306,4 +339,4 @@ class _Run:
             domain_reputation=reputation,
             response_time=round((time.perf_counter() - started) * 1000),
         )
-        self.out.put_nowait(result)
+        self.out.put_nowait((raw, result))

@@ -12,7 +12,7 @@
 import functools
 from importlib import resources
 
-__all__ = ["is_disposable", "is_free", "is_role"]
+__all__ = ["is_disposable", "is_free", "is_role", "role_local_parts"]
 
 
 @functools.cache
@@ -35,6 +35,11 @@ def _roles() -> frozenset[str]:
     return frozenset(
         line.strip().lower() for line in text.splitlines() if line.strip() and line[0] != "#"
     )
+
+
+def role_local_parts() -> frozenset[str]:
+    """Every role local part (lower case)."""
+    return _roles()
 
 
 def _suffixes(domain: str) -> list[str]:

@@ -3,11 +3,29 @@
 Any value goes in; an :class:`Address` or None (invalid) comes out, never an exception.
 """
 
+import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from email_validator import EmailNotValidError, validate_email
 
-__all__ = ["Address", "parse_address"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["Address", "parse_address", "parse_addresses"]
+
+# The plain ASCII addresses that email-validator certainly accepts, unchanged but for the domain's
+# case: a dot-atom local part of at most 64 characters, LDH labels of at most 63 characters, a
+# final label ending with a letter. Anything else (IDN, UTF-8, quotes, "--" that could be
+# Punycode, special-use names, lengths at the limits) goes to email-validator itself, so this
+# shortcut can never change a verdict; tests compare the two on many generated strings.
+_ATEXT = r"a-z0-9_!#$%&'*+/=?^`{|}~\-"
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+SIMPLE_ADDRESS = (
+    rf"^[{_ATEXT}]{{1,64}}(?:\.[{_ATEXT}]+)*@(?:{_LABEL}\.)+(?:[a-z0-9][a-z0-9-]{{0,61}})?[a-z]$"
+)
+_SIMPLE = re.compile(SIMPLE_ADDRESS)
+_SPECIAL_TLDS = ("arpa", "invalid", "local", "localhost", "onion")
 
 #: Longer inputs are not addresses (RFC 5321: 254 octets for a path); refuse before parsing.
 _MAX_INPUT = 1024
@@ -45,6 +63,11 @@ def parse_address(value: object) -> Address | None:
     text = value.strip()
     if not text or len(text) > _MAX_INPUT:
         return None
+    lowered = text.lower()
+    if _is_simple(lowered, text):
+        local, _, domain = text.rpartition("@")
+        domain = domain.lower()
+        return Address(f"{local}@{domain}", local, domain, domain, needs_smtputf8=False)
     try:
         valid = validate_email(
             text,
@@ -64,3 +87,82 @@ def parse_address(value: object) -> Address | None:
         domain_unicode=valid.domain,
         needs_smtputf8=not valid.local_part.isascii(),
     )
+
+
+def _is_simple(lowered: str, text: str) -> bool:
+    if len(text) > 254 or "--" in text or not _SIMPLE.match(lowered):
+        return False
+    local, _, domain = lowered.rpartition("@")
+    if len(local) > 64 or len(domain) > 253:
+        return False
+    # the local part's case is kept, so only lower-case local parts are surely unchanged
+    if local != text.rpartition("@")[0]:
+        return False
+    return domain.rpartition(".")[2] not in _SPECIAL_TLDS
+
+
+def parse_addresses(values: "pa.Array | pa.ChunkedArray") -> "pa.Table":
+    """Parse a whole column at once: vectorised for plain addresses, email-validator for the rest.
+
+    Returns columns ``valid`` (bool), ``email``, ``local_part``, ``domain`` (A-labels),
+    ``domain_unicode`` and ``needs_smtputf8``, aligned with ``values`` (null where invalid).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pc.utf8_trim_whitespace(pc.cast(values, pa.string()))
+    if isinstance(text, pa.ChunkedArray):
+        text = text.combine_chunks()
+    lengths = pc.utf8_length(text)
+    simple = pc.and_kleene(
+        pc.match_substring_regex(text, SIMPLE_ADDRESS),
+        pc.and_kleene(
+            pc.less_equal(lengths, 254),
+            pc.invert(pc.match_substring(text, "--")),
+        ),
+    )
+    simple = pc.fill_null(simple, False)
+    parts = pc.extract_regex(text, r"^(?P<local>.*)@(?P<domain>[^@]*)$")
+    local = pc.struct_field(parts, "local")
+    domain = pc.struct_field(parts, "domain")
+    tld = pc.struct_field(pc.extract_regex(domain, r"\.(?P<tld>[^.]*)$"), "tld")
+    simple = pc.fill_null(
+        pc.and_(
+            simple,
+            pc.and_(
+                pc.and_(
+                    pc.less_equal(pc.utf8_length(local), 64),
+                    pc.less_equal(pc.utf8_length(domain), 253),
+                ),
+                pc.invert(pc.is_in(tld, pa.array(_SPECIAL_TLDS))),
+            ),
+        ),
+        False,
+    )
+    # the rest, one by one (rare in real lists: IDN, UTF-8, quoted, upper-case local parts)
+    null = pa.scalar(None, pa.string())
+    columns = {
+        "email": pc.if_else(simple, text, null),
+        "local_part": pc.if_else(simple, local, null),
+        "domain": pc.if_else(simple, domain, null),
+    }
+    columns["domain_unicode"] = columns["domain"]
+    valid = simple
+    utf8 = pa.repeat(False, len(text))
+    rest = pc.invert(simple)
+    rest_values = pc.filter(text, rest).to_pylist()
+    if rest_values:
+        parsed = [parse_address(value) for value in rest_values]
+        fields = {
+            "email": [a.email if a else None for a in parsed],
+            "local_part": [a.local_part if a else None for a in parsed],
+            "domain": [a.domain if a else None for a in parsed],
+            "domain_unicode": [a.domain_unicode if a else None for a in parsed],
+        }
+        for name, values in fields.items():
+            columns[name] = pc.replace_with_mask(columns[name], rest, pa.array(values, pa.string()))
+        valid = pc.replace_with_mask(valid, rest, pa.array([a is not None for a in parsed]))
+        utf8 = pc.replace_with_mask(
+            utf8, rest, pa.array([bool(a and a.needs_smtputf8) for a in parsed])
+        )
+    return pa.table({"valid": valid, **columns, "needs_smtputf8": utf8})

@@ -1,0 +1,143 @@
+"""``listhygiene clean``: verify an address table, write one Parquet file per status."""
+
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from listhygiene.cli.options import build_settings, engine_options
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
+
+
+def parse_duration(value: str) -> float:
+    """``90``, ``90s``, ``15m``, ``2h`` -> seconds."""
+    match = _DURATION.match(value)
+    if not match:
+        raise click.BadParameter(f"{value!r} is not a duration (e.g. 90s, 15m, 2h)")
+    number, unit = float(match.group(1)), (match.group(2) or "s").lower()
+    return number * {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
+
+
+class _Progress:
+    """A one-line progress display on a terminal, a log line every few seconds otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+        self.phase = ""
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        final = total and done >= total
+        if phase == self.phase and not final and now - self.last < (0.2 if self.tty else 5.0):
+            return
+        self.phase, self.last = phase, now
+        words = {"read": "reading", "verify": "verifying", "wait": "waiting to retry"}
+        if phase == "wait":
+            text = f"{words[phase]}: {total} s"
+        elif total:
+            text = f"{words.get(phase, phase)} {done:,}/{total:,} ({100 * done / total:.0f}%)"
+        else:
+            text = f"{words.get(phase, phase)} {done:,} rows"
+        if self.tty:
+            click.echo(f"\r\033[K{text}", nl=False, err=True)
+        else:
+            click.echo(f"{time.strftime('%H:%M:%S')} {text}", err=True)
+
+    def close(self) -> None:
+        if self.tty and self.phase:
+            click.echo("\r\033[K", nl=False, err=True)
+
+
+@click.command()
+@click.argument("input_", metavar="INPUT")
+@click.option("--out", required=True, help="Output folder or filesystem URL (s3://..., ...).")
+@click.option("--email-column", help="The column holding the addresses (found by default).")
+@click.option("--table", help="With a SQLAlchemy URL as INPUT: the table to read.")
+@click.option("--query", help="With a SQLAlchemy URL as INPUT: the query to read.")
+@click.option("--encoding", help="The input file's encoding (sniffed by default).")
+@click.option("--backend", default="local", show_default=True, help="What verifies the addresses.")
+@click.option("--no-smtp", is_flag=True, help="Do not probe mailboxes: syntax, DNS and lists.")
+@click.option(
+    "--warn-only", is_flag=True, help="Publish the outputs even when a data-quality check fails."
+)
+@click.option(
+    "--retry-unknown-after",
+    metavar="DURATION",
+    help="Verify again, after DURATION (e.g. 15m), addresses that ended unknown for "
+    "a temporary reason (greylisting, rate limits, time-outs).",
+)
+@engine_options
+def clean(
+    input_: str,
+    out: str,
+    email_column: str | None,
+    table: str | None,
+    query: str | None,
+    encoding: str | None,
+    backend: str,
+    no_smtp: bool,
+    warn_only: bool,
+    retry_unknown_after: str | None,
+    engine_settings: dict[str, Any],
+) -> None:
+    """Verify the addresses of INPUT and write one Parquet file per status into --out.
+
+    INPUT is a file (CSV, TXT, XLSX, XLS, Parquet, JSON lines) or a SQLAlchemy URL with
+    --table or --query. Every input row lands in exactly one of valid.parquet,
+    invalid.parquet, unknown.parquet, risky.parquet, disposable.parquet, catchall.parquet and
+    role.parquet, with its own columns and the result columns; summary.json and report.html
+    describe the run. Run the same command again to resume a run that was interrupted.
+
+    \b
+    Example:
+        listhygiene clean contacts.csv --out cleaned/
+        listhygiene clean postgresql://db/crm --table contacts --out s3://bucket/clean/ --no-smtp
+    """
+    from listhygiene.pipeline.outputs import OutputError
+    from listhygiene.pipeline.run import PipelineError
+    from listhygiene.pipeline.run import clean as run_clean
+    from listhygiene.pipeline.sources import SourceError
+
+    settings = build_settings(engine_settings)
+    progress = _Progress()
+    try:
+        result = run_clean(
+            input_,
+            out,
+            email_column=email_column,
+            table=table,
+            query=query,
+            encoding=encoding,
+            backend=backend,
+            check_smtp=not no_smtp,
+            settings=settings,
+            quality="warn" if warn_only else "fail",
+            retry_unknown_after=parse_duration(retry_unknown_after)
+            if retry_unknown_after
+            else None,
+            progress=progress,
+        )
+    except (SourceError, OutputError, PipelineError) as exc:
+        progress.close()
+        raise click.ClickException(str(exc)) from None
+    progress.close()
+    summary = result.summary
+    counts = "  ".join(f"{s} {n:,}" for s, n in summary["rows"]["by_status"].items())
+    click.echo(f"{summary['rows']['total']:,} rows -> {out}")
+    click.echo(f"  {counts}")
+    click.echo(f"  report: {Path(result.report) if '://' not in out else result.report}")
+    quality = summary["quality"]
+    if not quality["passed"]:
+        click.secho(
+            "WARNING: data-quality checks failed (published because of --warn-only)",
+            fg="yellow",
+            err=True,
+        )
+    problem = (summary.get("health") or {}).get("problem")
+    if problem:
+        click.secho(f"WARNING: {problem}", fg="red", bold=True, err=True)

@@ -1,0 +1,1 @@
+"""The pipeline: an address table in; one Parquet file per status, checks and a report out."""

@@ -1,0 +1,155 @@
+"""Backends: what the pipeline verifies addresses with.
+
+The pipeline speaks one small protocol: *submit* a list of distinct addresses as a job, then
+stream the job's *results* as Arrow tables. A job has an id and a :class:`JobRef` that the
+pipeline records before it waits, so a remote service's job (form A or form B) can be picked up
+again after a crash without submitting, and paying for, the same addresses twice. The local
+engine is the first backend; its jobs live in this process (``resumable`` is false), so a resumed
+run simply submits what is still missing.
+
+Every result table has :data:`KEY` (the address as submitted) and the columns of
+``listhygiene.results.arrow_schema(internal=True)``.
+"""
+
+import asyncio
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from listhygiene.engine import Engine, EngineSettings
+from listhygiene.results import VerificationResult, arrow_schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["KEY", "Backend", "JobRef", "LocalBackend", "results_table"]
+
+#: The column of result tables that holds the address as it was submitted.
+KEY = "_address"
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A submitted job: enough to find it again, even from another process."""
+
+    backend: str
+    job_id: str
+    size: int
+    check_smtp: bool
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "job_id": self.job_id,
+            "size": self.size,
+            "check_smtp": self.check_smtp,
+            "data": dict(self.data),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "JobRef":
+        return cls(
+            data["backend"],
+            data["job_id"],
+            int(data["size"]),
+            bool(data["check_smtp"]),
+            dict(data.get("data", {})),
+        )
+
+
+class Backend(ABC):
+    """A verifier the pipeline can hand jobs to."""
+
+    name: ClassVar[str]
+    #: Jobs outlive this process (a remote service), so a resumed run asks for their results.
+    resumable: ClassVar[bool] = False
+    #: The most addresses one job may hold (None: no limit).
+    max_job_size: ClassVar[int | None] = None
+
+    @abstractmethod
+    async def submit(self, addresses: "pa.Array", *, check_smtp: bool) -> JobRef:
+        """Start verifying ``addresses`` (distinct, non-empty strings)."""
+
+    @abstractmethod
+    def results(self, job: JobRef) -> AsyncIterator["pa.Table"]:
+        """The job's results as they become available; ends when the job is complete."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+    @property
+    def health(self) -> Mapping[str, Any] | None:
+        """The backend's view of the run's health (the local engine's port-25 signal)."""
+        return None
+
+
+def results_table(pairs: Iterable[tuple[str, VerificationResult]]) -> "pa.Table":
+    """(submitted address, result) pairs as a result table."""
+    import pyarrow as pa
+
+    keys: list[str] = []
+    rows: list[dict[str, Any]] = []
+    for key, result in pairs:
+        keys.append(key)
+        rows.append(result.to_row(internal=True))
+    table = pa.Table.from_pylist(rows, schema=arrow_schema(internal=True))
+    return table.add_column(0, KEY, pa.array(keys, pa.string()))
+
+
+class LocalBackend(Backend):
+    """The self-hosted engine. Without SMTP, whole columns are verified vectorised."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        settings: EngineSettings | None = None,
+        *,
+        flush_every: int = 500,
+        flush_seconds: float = 2.0,
+    ) -> None:
+        self.engine = Engine(settings)
+        self._jobs: dict[str, pa.Array] = {}
+        self.flush_every = flush_every
+        self.flush_seconds = flush_seconds
+
+    async def submit(self, addresses: "pa.Array", *, check_smtp: bool) -> JobRef:
+        job = JobRef(self.name, uuid.uuid4().hex, len(addresses), check_smtp)
+        self._jobs[job.job_id] = addresses
+        return job
+
+    async def results(self, job: JobRef) -> AsyncIterator["pa.Table"]:
+        addresses = self._jobs.pop(job.job_id, None)
+        if addresses is None:
+            raise LookupError(f"local job {job.job_id} is not in this process")
+        if not job.check_smtp:
+            async for table in self._without_smtp(addresses):
+                yield table
+            return
+        pending: list[tuple[str, VerificationResult]] = []
+        last = time.monotonic()
+        async for key, result in self.engine.verify_each(addresses.to_pylist(), check_smtp=True):
+            pending.append((str(key), result))
+            if len(pending) >= self.flush_every or time.monotonic() - last >= self.flush_seconds:
+                yield results_table(pending)
+                pending, last = [], time.monotonic()
+        if pending:
+            yield results_table(pending)
+
+    async def _without_smtp(self, addresses: "pa.Array") -> AsyncIterator["pa.Table"]:
+        from listhygiene.engine.bulk import verify_column_without_smtp
+
+        step = 200_000
+        for start in range(0, len(addresses), step):
+            chunk = addresses.slice(start, step)
+            table = await verify_column_without_smtp(self.engine, chunk)
+            yield table.add_column(0, KEY, chunk)
+            await asyncio.sleep(0)
+
+    @property
+    def health(self) -> Mapping[str, Any] | None:
+        return self.engine.health.as_dict()

@@ -1,0 +1,674 @@
+"""Cleaning an address table: read, verify, join back, write per status, check, report.
+
+1. **Read** the input in chunks; each row gets its row number and its cleaned address; the rows
+   are staged as Parquet in the working folder (the input may be larger than memory, or a
+   database that should be read once).
+2. **Verify** each distinct address once, through a backend, as jobs whose ids are recorded
+   before waiting; results are saved as they come. A resumed run verifies only what is missing;
+   a second pass can verify again the addresses that ended unknown for a temporary reason.
+3. **Join** the results back onto every row (vectorised), and write one Parquet file per status,
+   all seven always, each row in exactly one.
+4. **Check** what was written with great-expectations, and write ``summary.json`` and
+   ``report.html``. Only then do the files move into place.
+"""
+
+import asyncio
+import dataclasses
+import logging
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from listhygiene._version import __version__
+from listhygiene.engine import EngineSettings
+from listhygiene.pipeline.backends import KEY, Backend, LocalBackend
+from listhygiene.pipeline.outputs import SUMMARY, OutputFolder
+from listhygiene.pipeline.workdir import ADDRESS, ROW, VERIFIED_AT, WorkDir
+from listhygiene.results import FORM_A_FIELDS, VerificationResult, arrow_schema
+from listhygiene.statuses import TEMPORARY_REASONS, Facts, Status
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+__all__ = ["STATUSES", "CleanResult", "PipelineError", "QualityError", "aclean", "clean"]
+
+#: Every status gets its file, in this order.
+STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
+#: Called with (phase, done, total) as the run goes; total 0 when unknown.
+Progress = Callable[[str, int, int], None]
+
+
+class PipelineError(RuntimeError):
+    """The run could not complete; the message says why and names the input or output."""
+
+
+class QualityError(PipelineError):
+    """A data-quality check failed: nothing was published."""
+
+    def __init__(self, message: str, quality: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.quality = quality
+
+
+@dataclasses.dataclass
+class CleanResult:
+    """What a run produced: the summary, and a DataFrame per status on demand."""
+
+    out: str
+    summary: dict[str, Any]
+    _frames: dict[str, "pd.DataFrame"] = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def files(self) -> dict[str, str]:
+        return {s: f"{self.out.rstrip('/')}/{s}.parquet" for s in STATUSES}
+
+    @property
+    def report(self) -> str:
+        return f"{self.out.rstrip('/')}/report.html"
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(self.summary["rows"]["by_status"])
+
+    def frame(self, status: str) -> "pd.DataFrame":
+        """The rows of one status as a DataFrame (read on first use)."""
+        if status not in STATUSES:
+            raise KeyError(f"{status!r} is not a status; one of {', '.join(STATUSES)}")
+        if status not in self._frames:
+            folder = OutputFolder(self.out)
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(folder.final(f"{status}.parquet"), filesystem=folder.fs)
+            self._frames[status] = table.to_pandas()
+        return self._frames[status]
+
+    @property
+    def frames(self) -> dict[str, "pd.DataFrame"]:
+        return {s: self.frame(s) for s in STATUSES}
+
+    def __getitem__(self, status: str) -> "pd.DataFrame":
+        return self.frame(status)
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{s}={n}" for s, n in self.counts.items() if n)
+        return f"<CleanResult {self.out}: {self.summary['rows']['total']} rows ({counts})>"
+
+
+def clean(source: Any, out: str | os.PathLike[str] | None = None, **options: Any) -> CleanResult:
+    """Clean an address table; see :func:`aclean` for the options. Blocking, for scripts and
+    notebooks (where an event loop may already run: the work then runs on a worker thread)."""
+    from listhygiene.engine.sync import _run
+
+    return _run(aclean(source, out, **options))
+
+
+async def aclean(
+    source: Any,
+    out: str | os.PathLike[str] | None = None,
+    *,
+    email_column: str | None = None,
+    table: str | None = None,
+    query: str | None = None,
+    encoding: str | None = None,
+    backend: str | Backend = "local",
+    check_smtp: bool = True,
+    settings: EngineSettings | None = None,
+    quality: str = "fail",
+    retry_unknown_after: float | None = None,
+    progress: Progress | None = None,
+    **engine_overrides: Any,
+) -> CleanResult:
+    """Clean ``source`` (a file path, a SQLAlchemy URL with ``table`` or ``query``, a pandas
+    DataFrame or an Arrow table) into ``out`` (a folder or filesystem URL; a temporary folder
+    when None).
+
+    ``quality="warn"`` publishes the outputs even when a data-quality check fails (the summary
+    says so); ``retry_unknown_after`` (seconds) verifies again, after that delay, the addresses
+    that ended unknown for a temporary reason (greylisting, rate limits, time-outs).
+    """
+    if quality not in ("fail", "warn"):
+        raise ValueError("quality must be 'fail' or 'warn'")
+    if out is None:
+        import tempfile
+
+        out = tempfile.mkdtemp(prefix="listhygiene-")
+    run = _Run(
+        source=source,
+        out=os.fspath(out),
+        email_column=email_column,
+        table=table,
+        query=query,
+        encoding=encoding,
+        backend=backend,
+        check_smtp=check_smtp,
+        settings=settings,
+        engine_overrides=engine_overrides,
+        quality_mode=quality,
+        retry_unknown_after=retry_unknown_after,
+        progress=progress or (lambda phase, done, total: None),
+    )
+    return await run.execute()
+
+
+@dataclasses.dataclass
+class _Run:
+    source: Any
+    out: str
+    email_column: str | None
+    table: str | None
+    query: str | None
+    encoding: str | None
+    backend: str | Backend
+    check_smtp: bool
+    settings: EngineSettings | None
+    engine_overrides: dict[str, Any]
+    quality_mode: str
+    retry_unknown_after: float | None
+    progress: Progress
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    counters: Counter[str] = dataclasses.field(default_factory=Counter)
+    #: Broken input records kept as rows (from the source, or the manifest on a resume).
+    bad_records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    async def execute(self) -> CleanResult:
+        from listhygiene.pipeline.columns import find_email_column
+        from listhygiene.pipeline.sources import open_source
+
+        started_at = datetime.now(UTC)
+        started = time.perf_counter()
+        source = open_source(
+            self.source, table=self.table, query=self.query, encoding=self.encoding
+        )
+        info = source.info
+        column = find_email_column(
+            source.schema, source.sample(), self.email_column, source_name=info.name
+        )
+        folder = OutputFolder(self.out)
+        folder.check_writable()
+        backend = self._backend()
+        work = WorkDir.for_output(self.out)
+        resumed = work.open(self._fingerprint(info.name, column, backend))
+        if resumed:
+            log.info("resuming the run in %s (stage %s)", work.path, work.stage)
+        try:
+            with _timed(self.timings, "read"):
+                rows, distinct = self._read(source, column, work)
+            with _timed(self.timings, "verify"):
+                await self._verify(backend, work, distinct)
+                if self.retry_unknown_after is not None:
+                    await self._second_pass(backend, work)
+            work.set_stage("writing")
+            results = work.results()
+            with _timed(self.timings, "write"):
+                written = self._write(folder, work, results, distinct)
+            with _timed(self.timings, "quality"):
+                report = self._check(folder, written, rows)
+            summary = self._summary(
+                info,
+                column,
+                backend,
+                folder,
+                written,
+                report,
+                rows,
+                distinct,
+                started_at,
+                started,
+                resumed,
+            )
+            self._publish(folder, summary, report)
+        except BaseException:
+            folder.discard()
+            raise
+        finally:
+            await backend.aclose()
+        work.set_stage("done")
+        return CleanResult(self.out, summary)
+
+    # -- set-up ----------------------------------------------------------------------------------
+
+    def _backend(self) -> Backend:
+        if isinstance(self.backend, Backend):
+            return self.backend
+        if self.backend != "local":
+            raise PipelineError(f"unknown backend {self.backend!r} (known: local)")
+        settings = self.settings or EngineSettings(**self.engine_overrides)
+        if self.settings is not None and self.engine_overrides:
+            settings = self.settings.model_copy(update=self.engine_overrides)
+        return LocalBackend(settings)
+
+    def _fingerprint(self, name: str, column: str, backend: Backend) -> dict[str, Any]:
+        identity: dict[str, Any] = {"name": name, "table": self.table, "query": self.query}
+        if isinstance(self.source, (str, os.PathLike)) and Path(self.source).is_file():
+            stat = Path(self.source).stat()
+            identity.update(size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+        elif not isinstance(self.source, (str, os.PathLike)):
+            identity["content"] = _content_hash(self.source)
+        return {
+            "input": identity,
+            "email_column": column,
+            "backend": backend.name,
+            "check_smtp": self.check_smtp,
+            "version": __version__,
+        }
+
+    # -- read ------------------------------------------------------------------------------------
+
+    def _read(self, source: Any, column: str, work: WorkDir) -> tuple[int, "pa.Array"]:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from listhygiene.pipeline.prepare import clean_cells
+
+        if work.stage not in ("new", "reading"):
+            keys = [t.column(ADDRESS) for t in work.rows()]
+            self.bad_records = list(work.manifest.get("bad_records", []))
+            return int(work.manifest["rows"]), _distinct(keys)
+        work.clear_rows()
+        work.set_stage("reading")
+        total = 0
+        keys = []
+        for index, batch in enumerate(source.batches()):
+            chunk = pa.Table.from_batches([batch])
+            cleaned = clean_cells(chunk.column(column))
+            numbers = pa.array(np.arange(total + 1, total + len(chunk) + 1, dtype=np.int64))
+            staged = chunk.append_column(ROW, numbers).append_column(ADDRESS, cleaned)
+            work.write_rows(index, staged)
+            keys.append(pc.unique(cleaned))
+            total += len(chunk)
+            self.progress("read", total, 0)
+        distinct = _distinct(keys)
+        self.bad_records = [dataclasses.asdict(b) for b in source.info.bad_records]
+        work.set_stage(
+            "read",
+            rows=total,
+            bad_records=self.bad_records,
+            source={
+                "kind": source.info.kind,
+                "encoding": source.info.encoding,
+                "delimiter": source.info.delimiter,
+            },
+        )
+        return total, distinct
+
+    # -- verify ----------------------------------------------------------------------------------
+
+    async def _verify(self, backend: Backend, work: WorkDir, distinct: "pa.Array") -> None:
+        import pyarrow.compute as pc
+
+        work.set_stage("verifying")
+        for job in work.open_jobs():
+            if backend.resumable and job.backend == backend.name:
+                log.info(
+                    "collecting the results of job %s, submitted before the restart", job.job_id
+                )
+                await self._collect(backend, work, job, len(distinct))
+            work.finish_job(job)
+        results = work.results()
+        known = results.column(KEY) if results is not None else None
+        missing = (
+            distinct
+            if known is None
+            else pc.filter(distinct, pc.invert(pc.is_in(distinct, value_set=known)))
+        )
+        self.counters["reused"] = len(distinct) - len(missing)
+        self.counters["verified"] = len(missing)
+        size = backend.max_job_size or max(1, len(missing))
+        for start in range(0, len(missing), size):
+            job = await backend.submit(missing.slice(start, size), check_smtp=self.check_smtp)
+            work.add_job(job)
+            await self._collect(backend, work, job, len(distinct))
+            work.finish_job(job)
+
+    async def _collect(self, backend: Backend, work: WorkDir, job: Any, total: int) -> None:
+        async for table in backend.results(job):
+            work.write_results(table)
+            self.counters["results"] += len(table)
+            self.progress(
+                "verify", min(total, self.counters["reused"] + self.counters["results"]), total
+            )
+
+    async def _second_pass(self, backend: Backend, work: WorkDir) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        results = work.results()
+        if results is None:
+            return
+        temporary = pa.array(sorted(r.value for r in TEMPORARY_REASONS))
+        mask = pc.and_(
+            pc.equal(results.column("status"), Status.UNKNOWN.value),
+            pc.fill_null(pc.is_in(results.column("reason"), value_set=temporary), False),
+        )
+        again = results.filter(mask)
+        if not len(again):
+            return
+        due = pc.max(again.column(VERIFIED_AT)).as_py() + float(self.retry_unknown_after or 0)
+        wait = max(0.0, due - time.time())
+        log.info(
+            "%d addresses ended unknown for a temporary reason; verifying them again in %.0f s",
+            len(again),
+            wait,
+        )
+        self.progress("wait", 0, math.ceil(wait))
+        await asyncio.sleep(wait)
+        keys = again.column(KEY).combine_chunks()
+        job = await backend.submit(keys, check_smtp=self.check_smtp)
+        work.add_job(job)
+        before = self.counters["results"]
+        await self._collect(backend, work, job, len(keys))
+        work.finish_job(job)
+        self.counters["retried"] = self.counters["results"] - before
+
+    # -- write -----------------------------------------------------------------------------------
+
+    def _write(
+        self, folder: OutputFolder, work: WorkDir, results: "pa.Table | None", distinct: "pa.Array"
+    ) -> dict[str, Any]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        result_schema = arrow_schema()
+        if results is None:
+            results = result_schema.empty_table().add_column(0, KEY, pa.array([], pa.string()))
+        keys = results.column(KEY).combine_chunks()
+        unanswered = pc.filter(distinct, pc.invert(pc.is_in(distinct, value_set=keys)))
+        if len(unanswered):
+            raise PipelineError(
+                f"the backend returned no result for {len(unanswered)} addresses (e.g. "
+                f"{unanswered[0].as_py()!r}); run again with the same --out to resume"
+            )
+        values = results.select(list(FORM_A_FIELDS))
+        blank = _blank_result()
+        writers: dict[str, Any] = {}
+        written: dict[str, Any] = {
+            "rows": {s: [] for s in STATUSES},
+            "reasons": Counter(),
+            "domains": Counter(),
+            "credits": 0,
+            "blank": 0,
+            "schema": None,
+        }
+        for part in work.rows():
+            inputs = part.drop_columns([ROW, ADDRESS])
+            index = pc.index_in(part.column(ADDRESS), value_set=keys)
+            found = values.take(index)
+            empty = pc.is_null(part.column(ADDRESS))
+            columns = {
+                name: pc.if_else(empty, blank[name], found.column(name).combine_chunks())
+                for name in FORM_A_FIELDS
+            }
+            joined = _join(inputs, columns)
+            if written["schema"] is None:
+                written["schema"] = joined.schema
+                for status in STATUSES:
+                    writers[status] = folder.writer(f"{status}.parquet", joined.schema)
+            joined = joined.cast(written["schema"])
+            status = columns["status"]
+            for name in STATUSES:
+                mask = pc.equal(status, name)
+                count = pc.sum(mask).as_py() or 0
+                if count:
+                    writers[name].write_table(joined.filter(mask))
+                    written["rows"][name].append(pc.filter(part.column(ROW), mask))
+            written["blank"] += pc.sum(empty).as_py() or 0
+            written["credits"] += pc.sum(pc.if_else(empty, 0, columns["credits_used"])).as_py() or 0
+            for reason, n in _value_counts(columns["reason"]).items():
+                written["reasons"][reason] += n
+            for (domain, status_name), n in _pair_counts(columns["domain"], status).items():
+                written["domains"][(domain, status_name)] += n
+        if not writers:  # no rows at all: empty files with the input's columns
+            schema = _join(
+                _empty_inputs(work),
+                {n: pa.array([], result_schema.field(n).type) for n in FORM_A_FIELDS},
+            ).schema
+            written["schema"] = schema
+            for status in STATUSES:
+                writers[status] = folder.writer(f"{status}.parquet", schema)
+        for writer in writers.values():
+            writer.close()
+        return written
+
+    # -- check -----------------------------------------------------------------------------------
+
+    def _check(self, folder: OutputFolder, written: Mapping[str, Any], rows: int) -> Any:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from listhygiene.pipeline.quality import run_quality_checks
+
+        frames = []
+        file_rows = {}
+        names = _result_names(written["schema"])
+        for status in STATUSES:
+            path = folder.staged(f"{status}.parquet")
+            file_rows[status] = pq.read_metadata(path, filesystem=folder.fs).num_rows
+            content = pq.read_table(
+                path,
+                filesystem=folder.fs,
+                columns=[names["status"], names["score"], names["email"]],
+            )
+            numbers = written["rows"][status]
+            row_ids = pa.concat_arrays(numbers) if numbers else pa.array([], pa.int64())
+            frames.append(
+                pa.table(
+                    {
+                        "_row": row_ids
+                        if len(row_ids) == len(content)
+                        else _mismatch(row_ids, content),
+                        "_file": pa.array([status] * len(content), pa.string()),
+                        "status": content.column(0),
+                        "score": content.column(1),
+                        "email": content.column(2),
+                    }
+                )
+            )
+        summary_rows = {s: sum(len(a) for a in written["rows"][s]) for s in STATUSES}
+        return run_quality_checks(
+            pa.concat_tables(frames),
+            expected_rows=rows,
+            file_rows=file_rows,
+            summary_rows=summary_rows,
+        )
+
+    # -- summary, report, publish ----------------------------------------------------------------
+
+    def _summary(
+        self,
+        info: Any,
+        column: str,
+        backend: Backend,
+        folder: OutputFolder,
+        written: Mapping[str, Any],
+        report: Any,
+        rows: int,
+        distinct: "pa.Array",
+        started_at: datetime,
+        started: float,
+        resumed: bool,
+    ) -> dict[str, Any]:
+        by_status = {s: sum(len(a) for a in written["rows"][s]) for s in STATUSES}
+        per_domain: dict[str, Counter[str]] = {}
+        for (domain, status), n in written["domains"].items():
+            if domain:
+                per_domain.setdefault(domain, Counter())[status] += n
+        top = sorted(per_domain.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))[:15]
+        self.timings["total"] = time.perf_counter() - started
+        return {
+            "listhygiene_version": __version__,
+            "input": {
+                "name": info.name,
+                "kind": info.kind,
+                "encoding": info.encoding,
+                "delimiter": info.delimiter,
+                "email_column": column,
+                "rows": rows,
+                "bad_records": self.bad_records,
+            },
+            "output": {
+                "folder": self.out,
+                "files": {s: {"path": f"{s}.parquet", "rows": by_status[s]} for s in STATUSES},
+            },
+            "backend": {"name": backend.name, "check_smtp": self.check_smtp},
+            "rows": {
+                "total": rows,
+                "by_status": by_status,
+                "by_reason": dict(sorted(written["reasons"].items())),
+                "empty_email": written["blank"],
+            },
+            "addresses": {
+                "distinct": len(distinct),
+                "duplicate_rows": rows - written["blank"] - len(distinct),
+                "verified": self.counters["verified"],
+                "reused": self.counters["reused"],
+                "retried": self.counters["retried"],
+                "resumed": resumed,
+            },
+            "credits": {"used": int(written["credits"])},
+            "top_domains": [
+                {"domain": d, "rows": sum(c.values()), "by_status": dict(c)} for d, c in top
+            ],
+            "timings": {
+                "started_at": started_at.isoformat().replace("+00:00", "Z"),
+                "finished_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+                "seconds": {k: round(v, 3) for k, v in self.timings.items()},
+            },
+            "health": dict(backend.health or {}),
+            "quality": {**report.as_dict(), "mode": self.quality_mode},
+        }
+
+    def _publish(self, folder: OutputFolder, summary: dict[str, Any], report: Any) -> None:
+        import json
+
+        from listhygiene.pipeline.report import render_report
+
+        if not report.passed and self.quality_mode == "fail":
+            failed = [c for c in report.checks if not c.passed]
+            details = "; ".join(f"{c.name}: {c.details}" for c in failed)
+            raise QualityError(
+                f"data-quality checks failed, nothing was published: {details}", summary["quality"]
+            )
+        folder.write_text("report.html", render_report(summary))
+        folder.write_text(SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False))
+        folder.publish([f"{s}.parquet" for s in STATUSES] + ["report.html", SUMMARY])
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+class _timed:
+    def __init__(self, timings: dict[str, float], name: str) -> None:
+        self.timings, self.name = timings, name
+
+    def __enter__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.timings[self.name] = self.timings.get(self.name, 0.0) + (
+            time.perf_counter() - self.started
+        )
+
+
+def _distinct(keys: list["pa.Array"]) -> "pa.Array":
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = [k.combine_chunks() if isinstance(k, pa.ChunkedArray) else k for k in keys]
+    if not chunks:
+        return pa.array([], pa.string())
+    return pc.drop_null(pc.unique(pa.concat_arrays(chunks)))
+
+
+def _blank_result() -> dict[str, Any]:
+    """The result columns of a row whose email cell is empty: invalid, not verified, free."""
+    import pyarrow as pa
+
+    row = VerificationResult.from_facts("", Facts(syntax_valid=False)).to_row()
+    row["credits_used"] = 0
+    schema = arrow_schema()
+    return {name: pa.scalar(row[name], schema.field(name).type) for name in FORM_A_FIELDS}
+
+
+def _join(inputs: "pa.Table", results: Mapping[str, "pa.Array"]) -> "pa.Table":
+    """The input's columns, then the result columns (renamed ``result_<name>`` on a clash)."""
+    table = inputs
+    taken = set(inputs.column_names)
+    for name in FORM_A_FIELDS:
+        label = f"result_{name}" if name in taken else name
+        table = table.append_column(label, results[name])
+    return table
+
+
+def _result_names(schema: "pa.Schema") -> dict[str, str]:
+    names = schema.names
+    return {n: (f"result_{n}" if f"result_{n}" in names else n) for n in FORM_A_FIELDS}
+
+
+def _empty_inputs(work: WorkDir) -> "pa.Table":
+    import pyarrow.parquet as pq
+
+    parts = sorted((work.path / "rows").glob("part-*.parquet"))
+    if parts:
+        return pq.read_table(parts[0]).drop_columns([ROW, ADDRESS]).slice(0, 0)
+    import pyarrow as pa
+
+    return pa.table({})
+
+
+def _mismatch(row_ids: "pa.Array", content: "pa.Table") -> "pa.Array":
+    """Row numbers for a file whose length differs from what was written: the check fails."""
+    import pyarrow as pa
+
+    ids = row_ids.to_pylist()[: len(content)]
+    return pa.array(ids + [None] * (len(content) - len(ids)), pa.int64())
+
+
+def _value_counts(values: "pa.Array") -> dict[str, int]:
+    import pyarrow.compute as pc
+
+    counts = pc.value_counts(values)
+    return {v["values"]: v["counts"] for v in counts.to_pylist() if v["values"] is not None}
+
+
+def _pair_counts(left: "pa.Array", right: "pa.Array") -> dict[tuple[str, str], int]:
+    import pyarrow as pa
+
+    table = pa.table({"a": left, "b": right}).group_by(["a", "b"]).aggregate([([], "count_all")])
+    return {
+        (a, b): n
+        for a, b, n in zip(
+            table.column("a").to_pylist(),
+            table.column("b").to_pylist(),
+            table.column("count_all").to_pylist(),
+            strict=True,
+        )
+    }
+
+
+def _content_hash(value: Any) -> str:
+    import hashlib
+
+    import pyarrow as pa
+
+    try:
+        import pandas as pd
+
+        if isinstance(value, pd.DataFrame):
+            return str(int(pd.util.hash_pandas_object(value, index=False).sum()))
+    except ImportError:
+        pass
+    if isinstance(value, pa.Table):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, value.schema) as writer:
+            writer.write_table(value)
+        return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
+    return repr(value)

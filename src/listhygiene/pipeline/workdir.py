@@ -1,0 +1,178 @@
+"""The run's working folder: what a killed run needs to resume without repeating paid work.
+
+``<out>/.listhygiene/`` (or a cache folder for remote outputs) holds:
+
+- ``manifest.json``: the input's fingerprint and the run's settings, the stage reached, the bad
+  records, and every submitted job's :class:`JobRef` (written *before* waiting on the job);
+- ``rows/part-NNNNN.parquet``: the input's rows as read, with their row number and cleaned
+  address, so the join never re-reads the input (which may be a database or larger than memory);
+- ``results/part-NNNNNN.parquet``: results as they arrive, each part written atomically; a
+  killed run loses at most the results not yet flushed.
+
+A run started again with the same output folder and the same input reuses all of it; a changed
+input or changed settings start afresh.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from listhygiene.pipeline.backends import KEY, JobRef
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["ADDRESS", "ROW", "VERIFIED_AT", "WorkDir"]
+
+#: Staged rows: the input row number (1-based) and the cleaned address (null when empty).
+ROW = "_row"
+ADDRESS = KEY
+#: Result parts: when the result was obtained (seconds since the epoch).
+VERIFIED_AT = "_verified_at"
+_VERSION = 1
+
+
+class WorkDir:
+    """A run's working folder on the local disk."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.manifest: dict[str, Any] = {}
+        self._result_parts = 0
+
+    @classmethod
+    def for_output(cls, out: str) -> "WorkDir":
+        """``<out>/.listhygiene`` for a local folder, a per-output cache folder otherwise."""
+        if "://" not in out or out.startswith("file://"):
+            local = Path(out.removeprefix("file://"))
+            return cls(local / ".listhygiene")
+        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+        digest = hashlib.sha256(out.encode()).hexdigest()[:16]
+        return cls(cache / "listhygiene" / "runs" / digest)
+
+    # -- manifest --------------------------------------------------------------------------------
+
+    def open(self, fingerprint: Mapping[str, Any]) -> bool:
+        """Load the manifest; True when it belongs to this input and settings (a resume)."""
+        path = self.path / "manifest.json"
+        try:
+            previous = json.loads(path.read_text())
+        except (OSError, ValueError):
+            previous = None
+        if (
+            previous
+            and previous.get("version") == _VERSION
+            and previous.get("fingerprint") == dict(fingerprint)
+        ):
+            self.manifest = previous
+            self._result_parts = len(list(self._parts("results")))
+            return True
+        if self.path.exists():
+            shutil.rmtree(self.path)
+        (self.path / "rows").mkdir(parents=True)
+        (self.path / "results").mkdir()
+        self.manifest = {
+            "version": _VERSION,
+            "fingerprint": dict(fingerprint),
+            "stage": "new",
+            "jobs": [],
+            "created_at": time.time(),
+        }
+        self.save()
+        return False
+
+    def save(self) -> None:
+        tmp = self.path / "manifest.json.tmp"
+        tmp.write_text(json.dumps(self.manifest, indent=1, default=str))
+        tmp.replace(self.path / "manifest.json")
+
+    @property
+    def stage(self) -> str:
+        return str(self.manifest.get("stage", "new"))
+
+    def set_stage(self, stage: str, **facts: Any) -> None:
+        self.manifest["stage"] = stage
+        self.manifest.update(facts)
+        self.save()
+
+    # -- jobs ------------------------------------------------------------------------------------
+
+    def add_job(self, job: JobRef) -> None:
+        self.manifest["jobs"].append({**job.as_dict(), "done": False})
+        self.save()
+
+    def finish_job(self, job: JobRef) -> None:
+        for entry in self.manifest["jobs"]:
+            if entry["job_id"] == job.job_id:
+                entry["done"] = True
+        self.save()
+
+    def open_jobs(self) -> list[JobRef]:
+        return [JobRef.from_dict(e) for e in self.manifest["jobs"] if not e["done"]]
+
+    # -- staged rows -----------------------------------------------------------------------------
+
+    def clear_rows(self) -> None:
+        shutil.rmtree(self.path / "rows", ignore_errors=True)
+        (self.path / "rows").mkdir()
+
+    def write_rows(self, index: int, table: "pa.Table") -> None:
+        _write_atomic(table, self.path / "rows" / f"part-{index:05d}.parquet")
+
+    def rows(self) -> Iterator["pa.Table"]:
+        import pyarrow.parquet as pq
+
+        for part in self._parts("rows"):
+            yield pq.read_table(part)
+
+    # -- results ---------------------------------------------------------------------------------
+
+    def write_results(self, table: "pa.Table") -> None:
+        import pyarrow as pa
+
+        stamped = table.append_column(
+            VERIFIED_AT, pa.array([time.time()] * len(table), pa.float64())
+        )
+        self._result_parts += 1
+        _write_atomic(stamped, self.path / "results" / f"part-{self._result_parts:06d}.parquet")
+
+    def results(self) -> "pa.Table | None":
+        """Every result so far, the latest per address."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        parts = [pq.read_table(p) for p in self._parts("results")]
+        if not parts:
+            return None
+        table = pa.concat_tables(parts, promote_options="default")
+        if len(pc.unique(table.column(KEY))) == len(table):
+            return table
+        # a retried address appears twice: keep its latest result
+        order = pc.sort_indices(table, [(KEY, "ascending"), (VERIFIED_AT, "descending")])
+        table = table.take(order)
+        keys = table.column(KEY).combine_chunks()
+        first = pc.not_equal(keys, _shifted(keys))
+        return table.filter(pc.fill_null(first, True))
+
+    def _parts(self, kind: str) -> list[Path]:
+        return sorted((self.path / kind).glob("part-*.parquet"))
+
+
+def _shifted(array: "pa.Array") -> "pa.Array":
+    import pyarrow as pa
+
+    return pa.concat_arrays([pa.array([None], array.type), array.slice(0, len(array) - 1)])
+
+
+def _write_atomic(table: "pa.Table", path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    tmp = path.with_suffix(".tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    tmp.replace(path)
