@@ -5,6 +5,9 @@ world named by ``listhygiene_world``, i.e. ``sample_data/world.json``): its DNS 
 dnspython, its SMTP reply code and enhanced status code with aiosmtplib. The expectations are
 written out below, not read from the README; the last tests parse the README only to prove that it,
 the world and these tables name the same domains and addresses.
+
+The companies kept for CRM samples (README, "The CRM companies") are checked by their rule: every
+mailbox ``world.json`` lists for them is accepted, any other local part is unknown to the server.
 """
 
 import asyncio
@@ -21,6 +24,7 @@ import pytest
 from cryptography import x509
 
 from listhygiene.sandbox import Sandbox, load_world
+from listhygiene.sandbox.world import HostSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 WORLD_FILE = ROOT / "sample_data" / "world.json"
@@ -118,6 +122,30 @@ HOST_OF = {
 CHECKED_ELSEWHERE = [
     *HOST_OF, NULL_MX, *NXDOMAIN, SERVFAIL, DNS_TIMEOUT, NO_MAIL_SERVER, DANGLING_MX, PRIVATE_A,
 ]  # fmt: skip
+
+#: The CRM companies and free providers: domain -> (its one MX: preference, host; its role
+#: mailboxes). Every mailbox world.json lists for them gets 250 2.1.5; any other local part 550.
+CLOUDMAIL, MAILSHIELD = "aspmx.cloudmail-hosting.test", "inbound.mailshield.test"
+CRM_DOMAINS: dict[str, tuple[tuple[int, str], set[str]]] = {
+    "brightwater-analytics.test": ((1, CLOUDMAIL), {"info", "sales"}),
+    "harborline-logistics.test": ((10, "mx.harborline-logistics.test"), {"info", "support"}),
+    "pinecrest-dental.test": ((1, CLOUDMAIL), {"info"}),
+    "meridian-capital.test": ((10, MAILSHIELD), {"info"}),
+    "oakridge-software.test": ((10, "mx.oakridge-software.test"), {"sales", "support"}),
+    "bluepeak-energy.test": ((10, "mail.bluepeak-energy.test"), set()),
+    "sterling-hotels.test": ((10, MAILSHIELD), {"info", "sales"}),
+    "nordlicht-maschinenbau.test": ((10, "mail.nordlicht-maschinenbau.test"), {"info"}),
+    "riverbend-foods.test": ((1, CLOUDMAIL), {"sales"}),
+    "summit-legal.test": ((1, CLOUDMAIL), {"info"}),
+    "ironclad-manufacturing.test": ((10, "mx.ironclad-manufacturing.test"), {"sales", "support"}),
+    "lumen-health.test": ((10, MAILSHIELD), {"info", "support"}),
+    "gmail.com": ((5, "gmail-smtp-in.l.google.com"), set()),
+    "yahoo.com": ((1, "mta5.am0.yahoodns.net"), set()),
+}
+#: Local parts that are no mailbox on any CRM domain: a person and a role.
+CRM_UNKNOWN = ["no.such.person", "marketing"]
+#: A person's mailbox on a CRM domain: first.last (free providers: digits or "_" too).
+PERSON = re.compile(r"[a-z]+(-[a-z]+)*[._][a-z]+(-[a-z]+)*[0-9]*")
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -569,9 +597,61 @@ async def test_max_connections(sandbox: Sandbox) -> None:
         break
 
 
+# -- the CRM companies, by rule --------------------------------------------------------------
+
+
+def crm_mailboxes(domain: str) -> list[str]:
+    return list(load_world(WORLD_FILE).domains[domain].mailboxes)
+
+
+@pytest.mark.parametrize("domain", CRM_DOMAINS)
+def test_crm_domain_mx(sandbox: Sandbox, domain: str) -> None:
+    (preference, host), _ = CRM_DOMAINS[domain]
+    resolver = sandbox.resolver()
+    [mx] = resolver.resolve(domain, "MX")
+    assert (mx.preference, mx.exchange.to_text(omit_final_dot=True)) == (preference, host)
+    assert [r.address for r in resolver.resolve(host, "A")] == [sandbox.address_of(host)]
+
+
+@pytest.mark.parametrize("domain", CRM_DOMAINS)
+def test_crm_domain_mailboxes(domain: str) -> None:
+    """Each domain has people (first.last) and exactly the role mailboxes written above."""
+    _, roles = CRM_DOMAINS[domain]
+    mailboxes = crm_mailboxes(domain)
+    assert len(mailboxes) == len(set(mailboxes))
+    assert {m for m in mailboxes if not PERSON.fullmatch(m)} == roles
+    assert not set(CRM_UNKNOWN) & set(mailboxes)
+    spec = load_world(WORLD_FILE).domains[domain]
+    assert (spec.full, spec.disabled, spec.catch_all, spec.dns) == ([], [], False, "ok")
+
+
+@pytest.mark.parametrize("domain", CRM_DOMAINS)
+async def test_crm_rcpt_replies(sandbox: Sandbox, domain: str) -> None:
+    """One session per domain: every listed mailbox is accepted, unlisted local parts are not."""
+    (_, host), _ = CRM_DOMAINS[domain]
+    addresses = [f"{local}@{domain}" for local in [*crm_mailboxes(domain), *CRM_UNKNOWN]]
+    replies = await rcpt_replies(sandbox, host, addresses)
+    got = {address: status(reply) for address, reply in zip(addresses, replies, strict=True)}
+    want = {a: USER_UNKNOWN if a.partition("@")[0] in CRM_UNKNOWN else OK for a in addresses}
+    assert got == want
+
+
+def test_crm_hosts_are_plain() -> None:
+    """No behaviour on the CRM hosts: a list of their addresses verifies quickly."""
+    hosts = load_world(WORLD_FILE).hosts
+    for (_, host), _ in CRM_DOMAINS.values():
+        assert hosts[host] == HostSpec(), host
+
+
 # -- README, world and these tables agree ------------------------------------------------------
 
 ADDRESS = re.compile(r"`([^`\s@]+@[^`\s@]+)`")
+#: A row of README's "The CRM companies" table: domain, company, `host` (preference), mailboxes,
+#: role mailboxes.
+CRM_ROW = re.compile(
+    r"\| `(?P<domain>[^`@\s]+)` \| [^|]+ \| `(?P<host>[^`]+)` \((?P<preference>\d+)\) "
+    r"\| (?P<count>\d+) \| (?P<roles>[^|]+) \|"
+)
 
 
 def readme_addresses() -> set[str]:
@@ -583,25 +663,54 @@ def readme_addresses() -> set[str]:
     return found
 
 
+def readme_crm_companies() -> dict[str, tuple[tuple[int, str], int, set[str]]]:
+    """README's "The CRM companies": domain -> ((MX preference, host), mailboxes, roles)."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## The CRM companies", 1)[1].split("\n## ", 1)[0]
+    found = {}
+    for match in CRM_ROW.finditer(section):
+        roles = set(re.findall(r"`([^`]+)`", match["roles"]))
+        preference_host = (int(match["preference"]), match["host"])
+        found[a_label(match["domain"])] = (preference_host, int(match["count"]), roles)
+    return found
+
+
 def checked_addresses() -> set[str]:
     return {on_the_wire(a) for a in [*(row[0] for row in RCPT_TABLE), *CHECKED_ELSEWHERE]}
 
 
 def test_every_domain_of_the_world_is_in_the_readme() -> None:
     world = load_world(WORLD_FILE)
-    documented = {domain_of(a) for a in readme_addresses()}
+    documented = {domain_of(a) for a in readme_addresses()} | set(readme_crm_companies())
     assert set(world.domains) - documented == set()
 
 
 def test_every_address_and_host_of_the_world_is_in_the_readme() -> None:
     world = load_world(WORLD_FILE)
-    assert {on_the_wire(a) for a in world.addresses()} - readme_addresses() == set()
+    crm = readme_crm_companies()
+    listed = {on_the_wire(a) for a in world.addresses() if domain_of(a) not in crm}
+    assert listed - readme_addresses() == set()
     text = README.read_text(encoding="utf-8")
     assert [host for host in world.hosts if f"`{host}`" not in text] == []
 
 
+def test_readme_crm_section_matches_the_world() -> None:
+    """Each CRM domain's row gives its MX, its number of mailboxes and its role mailboxes."""
+    world = load_world(WORLD_FILE)
+    for domain, (mx, count, roles) in readme_crm_companies().items():
+        spec = world.domains[domain]
+        assert [(m.preference, m.host) for m in spec.mx] == [mx], domain
+        assert len(spec.mailboxes) == count, domain
+        assert {m for m in spec.mailboxes if not PERSON.fullmatch(m)} == roles, domain
+    # the CRM domains are apart from the table of behaviours
+    assert not {domain_of(a) for a in readme_addresses()} & set(readme_crm_companies())
+
+
 def test_every_address_of_the_readme_is_tested() -> None:
     assert readme_addresses() == checked_addresses()
+    readme_crm = readme_crm_companies()
+    assert set(readme_crm) == set(CRM_DOMAINS)
+    assert {d: (mx, roles) for d, (mx, _, roles) in readme_crm.items()} == CRM_DOMAINS
 
 
 def test_world_has_a_description() -> None:

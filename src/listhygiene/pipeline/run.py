@@ -388,23 +388,28 @@ class _Run:
                 f"{unanswered[0].as_py()!r}); run again with the same --out to resume"
             )
         values = results.select(list(FORM_A_FIELDS))
+        # credits: one per distinct address verified (unknown free), whatever its row count
+        in_input = pc.is_in(keys, value_set=distinct)
+        credits = pc.sum(pc.filter(results.column("credits_used"), in_input)).as_py() or 0
         blank = _blank_result()
         writers: dict[str, Any] = {}
         written: dict[str, Any] = {
             "rows": {s: [] for s in STATUSES},
             "reasons": Counter(),
             "domains": Counter(),
-            "credits": 0,
+            "credits": credits,
             "blank": 0,
             "schema": None,
         }
         for part in work.rows():
+            part = part.combine_chunks()
             inputs = part.drop_columns([ROW, ADDRESS])
             index = pc.index_in(part.column(ADDRESS), value_set=keys)
             found = values.take(index)
             empty = pc.is_null(part.column(ADDRESS))
+            empty = _flat(empty)
             columns = {
-                name: pc.if_else(empty, blank[name], found.column(name).combine_chunks())
+                name: _flat(pc.if_else(empty, blank[name], _flat(found.column(name))))
                 for name in FORM_A_FIELDS
             }
             joined = _join(inputs, columns)
@@ -419,9 +424,8 @@ class _Run:
                 count = pc.sum(mask).as_py() or 0
                 if count:
                     writers[name].write_table(joined.filter(mask))
-                    written["rows"][name].append(pc.filter(part.column(ROW), mask))
+                    written["rows"][name].append(_flat(pc.filter(part.column(ROW), mask)))
             written["blank"] += pc.sum(empty).as_py() or 0
-            written["credits"] += pc.sum(pc.if_else(empty, 0, columns["credits_used"])).as_py() or 0
             for reason, n in _value_counts(columns["reason"]).items():
                 written["reasons"][reason] += n
             for (domain, status_name), n in _pair_counts(columns["domain"], status).items():
@@ -576,6 +580,14 @@ class _timed:
         self.timings[self.name] = self.timings.get(self.name, 0.0) + (
             time.perf_counter() - self.started
         )
+
+
+def _flat(values: "pa.Array | pa.ChunkedArray") -> "pa.Array":
+    import pyarrow as pa
+
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks()
+    return values
 
 
 def _distinct(keys: list["pa.Array"]) -> "pa.Array":

@@ -1,0 +1,231 @@
+"""XLSX and XLS workbooks: the rows under the header of the first sheet, every cell as text.
+
+PRODUCT.md fixes the rows ("For XLSX and XLS the rows are those under the header of the first
+sheet"). Cells become the text a person reads: an integer-valued number without ``.0`` (phone
+numbers and ids are stored as floats), dates in ISO 8601 (a date alone when the time is
+midnight), booleans ``TRUE``/``FALSE``, an empty cell null. Rows entirely empty are not rows,
+and empty rows above the header are skipped.
+
+The header fixes the columns, widened by any sample row that reaches further; a later row
+reaching past them keeps its extra cells joined with ``,`` into the last column and is reported
+as a bad record, as a CSV record with too many fields would be.
+
+An XLSX is a zip of XML: it is refused before openpyxl opens it when it would inflate past
+1 GiB, or more than 100 times its compressed size (a zip bomb). A file that is not a workbook
+(random bytes, a truncated zip, a CSV renamed) is a :class:`SourceError` saying so.
+"""
+
+import zipfile
+from collections.abc import Generator, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from listhygiene.pipeline.sources import (
+    BadRecord,
+    Source,
+    SourceError,
+    SourceInfo,
+    as_text,
+    bad_record,
+    rebatch,
+    string_schema,
+    unique_names,
+)
+
+__all__ = ["XlsSource", "XlsxSource"]
+
+#: Uncompressed size an XLSX may reach.
+MAX_INFLATED = 1 << 30
+#: Uncompressed-to-compressed ratio an XLSX may reach (checked past _RATIO_FLOOR bytes).
+MAX_RATIO = 100
+_RATIO_FLOOR = 1 << 20
+_SAMPLE_ROWS = 1000
+
+
+class _Workbook(Source):
+    """The first sheet of a workbook, read row by row by :meth:`_rows`."""
+
+    _kind: str
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self.info = SourceInfo(kind=self._kind, name=str(path))
+        rows = self._rows()
+        try:
+            header = next(rows, None)
+            if header is None:
+                raise SourceError(f"{path} is empty (its first sheet has no cells)")
+            sample = [row for _, row in zip(range(_SAMPLE_ROWS), rows, strict=False)]
+        finally:
+            rows.close()
+        width = max([len(header), *(len(row) for row in sample)])
+        self._schema = string_schema(unique_names(_padded(header, width)))
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def sample(self, rows: int = 1000) -> pa.Table:
+        pieces = self._read(rows, [])
+        try:
+            batch = next(iter(rebatch(pieces, rows, self._schema)))
+        finally:
+            pieces.close()
+        return pa.Table.from_batches([batch])
+
+    def batches(self, rows: int = 65_536) -> Iterator[pa.RecordBatch]:
+        self.info.bad_records.clear()
+        yield from rebatch(self._read(rows, self.info.bad_records), rows, self._schema)
+
+    def _read(self, rows: int, bad: list[BadRecord]) -> Generator[pa.Table, None, None]:
+        width = len(self._schema)
+        values: list[list[str | None]] = []
+        emitted = 0
+        lines = self._rows()
+        try:
+            next(lines, None)  # the header
+            for row in lines:
+                if len(row) > width:
+                    problem = f"expected {width} fields, found {len(row)}"
+                    bad.append(bad_record(emitted + len(values) + 1, problem, _joined(row)))
+                    row = [*row[: width - 1], _joined(row[width - 1 :])]
+                values.append(_padded(row, width))
+                if len(values) >= rows:
+                    emitted += len(values)
+                    yield self._table(values)
+                    values = []
+        finally:
+            lines.close()
+        yield self._table(values)
+
+    def _table(self, rows: list[list[str | None]]) -> pa.Table:
+        columns = list(zip(*rows, strict=True)) if rows else [()] * len(self._schema)
+        return pa.Table.from_arrays(
+            [pa.array(list(c), pa.string()) for c in columns], schema=self._schema
+        )
+
+    def _rows(self) -> Generator[list[str | None], None, None]:
+        """Non-empty rows of the first sheet as text, trailing empty cells dropped."""
+        raise NotImplementedError
+
+
+class XlsxSource(_Workbook):
+    """An Office Open XML workbook, read with openpyxl in read-only mode."""
+
+    _kind = "xlsx"
+
+    def __init__(self, path: Path) -> None:
+        _check_zip(path)
+        super().__init__(path)
+
+    def _rows(self) -> Generator[list[str | None], None, None]:
+        import openpyxl
+
+        try:
+            book = openpyxl.load_workbook(self._path, read_only=True, data_only=True)
+        except Exception as exc:  # openpyxl raises whatever its parsers meet
+            raise self._invalid(exc) from None
+        try:
+            if not book.worksheets:
+                raise SourceError(f"{self._path} is empty (it has no worksheet)")
+            sheet = book.worksheets[0]
+            sheet.reset_dimensions()  # the stored dimensions may be wrong; read what is there
+            cells = sheet.iter_rows(values_only=True)
+            while True:
+                try:
+                    raw = next(cells)
+                except StopIteration:
+                    return
+                except Exception as exc:
+                    raise self._invalid(exc) from None
+                row = _text_row(raw)
+                if row:
+                    yield row
+        finally:
+            book.close()
+
+    def _invalid(self, exc: Exception) -> SourceError:
+        return SourceError(f"{self._path} is not a valid XLSX file: {_reason(exc)}")
+
+
+class XlsSource(_Workbook):
+    """A legacy Excel 97-2003 workbook, read with xlrd."""
+
+    _kind = "xls"
+
+    def _rows(self) -> Generator[list[str | None], None, None]:
+        import xlrd
+
+        try:
+            book = xlrd.open_workbook(self._path, on_demand=True)
+            sheet = book.sheet_by_index(0)
+        except Exception as exc:  # xlrd raises many kinds on a corrupt file
+            raise SourceError(f"{self._path} is not a valid XLS file: {_reason(exc)}") from None
+        try:
+            for index in range(sheet.nrows):
+                row = _text_row(_xls_value(cell, book.datemode) for cell in sheet.row(index))
+                if row:
+                    yield row
+        finally:
+            book.release_resources()
+
+
+def _check_zip(path: Path) -> None:
+    """Refuse what is not a zip, and a zip that would inflate too far."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise SourceError(f"{path} is not a valid XLSX file: {_reason(exc)}") from None
+    inflated = sum(member.file_size for member in members)
+    compressed = sum(member.compress_size for member in members)
+    if inflated > MAX_INFLATED:
+        raise SourceError(
+            f"{path} is refused: it would inflate to {inflated:,} bytes "
+            f"(more than {MAX_INFLATED:,}); it may be a zip bomb"
+        )
+    if inflated > _RATIO_FLOOR and inflated > MAX_RATIO * max(compressed, 1):
+        raise SourceError(
+            f"{path} is refused: it would inflate {inflated // max(compressed, 1)} times "
+            f"(more than {MAX_RATIO}); it may be a zip bomb"
+        )
+
+
+def _text_row(values: Iterable[Any]) -> list[str | None]:
+    """Cells as text; trailing empty cells dropped, so an empty row is ``[]``."""
+    row = [None if v is None or v == "" else as_text(v) for v in values]
+    while row and row[-1] is None:
+        row.pop()
+    return row
+
+
+def _joined(cells: list[str | None]) -> str:
+    return ",".join("" if cell is None else cell for cell in cells)
+
+
+def _padded(row: list[str | None], width: int) -> list[str | None]:
+    return row + [None] * (width - len(row))
+
+
+def _xls_value(cell: Any, datemode: int) -> Any:
+    import xlrd
+
+    if cell.ctype in (xlrd.XL_CELL_EMPTY, xlrd.XL_CELL_BLANK):
+        return None
+    if cell.ctype == xlrd.XL_CELL_DATE:
+        try:
+            return xlrd.xldate.xldate_as_datetime(cell.value, datemode)
+        except (xlrd.xldate.XLDateError, ValueError, OverflowError):
+            return cell.value
+    if cell.ctype == xlrd.XL_CELL_BOOLEAN:
+        return bool(cell.value)
+    if cell.ctype == xlrd.XL_CELL_ERROR:
+        return xlrd.error_text_from_code.get(cell.value, "#ERROR")
+    return cell.value
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,206 @@
+"""A warehouse table or query through SQLAlchemy, streamed with a server-side cursor.
+
+A big table is never loaded whole: rows come through ``stream_results`` / ``yield_per`` (a named
+cursor on PostgreSQL) one batch at a time. ``postgresql://`` (and Heroku's ``postgres://``)
+without a driver means psycopg 3, with a 10-second ``connect_timeout`` unless the URL sets one,
+so that a wrong host fails quickly. A table name is quoted by SQLAlchemy (``schema.table`` is
+split at the dot); a query is run as given.
+
+Column types are those of the first rows (up to 1,000), as pyarrow infers them from what the
+driver returns; a column empty there, of mixed types, or holding nested values (JSON) is text.
+A later value that does not fit its column's type (SQLite lets a column hold anything) becomes
+null and the row is reported as a bad record.
+
+Every error names the URL with its password masked and gives the first line of the database's
+own message; the password never appears in a message.
+"""
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from listhygiene.pipeline.sources import (
+    BadRecord,
+    Source,
+    SourceError,
+    SourceInfo,
+    bad_record,
+    infer_type,
+    rebatch,
+    settle_schema,
+    values_to_array,
+)
+
+__all__ = ["SqlSource"]
+
+_SAMPLE_ROWS = 1000
+_CONNECT_TIMEOUT = 10
+_FILE_BACKENDS = ("sqlite", "duckdb")
+
+
+class SqlSource(Source):
+    """The rows of a table, or of a query, of a SQLAlchemy database URL."""
+
+    def __init__(self, url: str, *, table: str | None = None, query: str | None = None) -> None:
+        from sqlalchemy import create_engine, text
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+        from sqlalchemy.pool import NullPool
+
+        try:
+            given = make_url(url)
+        except ArgumentError:
+            raise SourceError(f"{_mask(url)} is not a database URL") from None
+        parsed = _with_driver(given)
+        self._name = given.render_as_string(hide_password=True)
+        self._password = parsed.password
+        self.info = SourceInfo(kind="sql", name=self._name)
+        try:
+            parsed.get_dialect()
+        except (NoSuchModuleError, ImportError) as exc:
+            raise SourceError(
+                f"{self._name}: not a database SQLAlchemy can read ({exc}); "
+                "is its driver installed?"
+            ) from None
+        if (table is None) == (query is None):
+            raise SourceError(
+                f"{self._name}: give exactly one of a table (--table) and a query (--query)"
+            )
+        _check_database_file(parsed, self._name)
+        self._statement = _select_table(table, self._name) if table is not None else text(query)
+        try:
+            self._engine = create_engine(
+                parsed, poolclass=NullPool, connect_args=_connect_args(parsed)
+            )
+        except (NoSuchModuleError, ImportError, ArgumentError) as exc:
+            raise SourceError(f"{self._name}: cannot use this database: {exc}") from None
+        names, rows = self._first_rows(_SAMPLE_ROWS)
+        if not names:
+            raise SourceError(f"{self._name} is empty (the result has no columns)")
+        columns = list(zip(*rows, strict=True)) if rows else [()] * len(names)
+        self._schema = settle_schema(
+            pa.schema(
+                [pa.field(n, infer_type(list(v))) for n, v in zip(names, columns, strict=True)]
+            )
+        )
+        self._sample = self._table(rows, 0, [])
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def sample(self, rows: int = 1000) -> pa.Table:
+        if rows <= _SAMPLE_ROWS:
+            return self._sample.slice(0, rows)
+        return self._table(self._first_rows(rows)[1], 0, [])
+
+    def batches(self, rows: int = 65_536) -> Iterator[pa.RecordBatch]:
+        self.info.bad_records.clear()
+        yield from rebatch(self._read(rows, self.info.bad_records), rows, self._schema)
+
+    def _read(self, rows: int, bad: list[BadRecord]) -> Iterator[pa.Table]:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        emitted = 0
+        try:
+            with self._engine.connect() as connection:
+                result = connection.execution_options(stream_results=True, yield_per=rows).execute(
+                    self._statement
+                )
+                for part in result.partitions(rows):
+                    table = self._table(part, emitted, bad)
+                    emitted += table.num_rows
+                    yield table
+        except SQLAlchemyError as exc:
+            raise self._error(exc) from None
+
+    def _first_rows(self, rows: int) -> tuple[list[str], list[Sequence[Any]]]:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            with self._engine.connect() as connection:
+                result = connection.execution_options(stream_results=True, yield_per=rows).execute(
+                    self._statement
+                )
+                if not result.returns_rows:
+                    raise SourceError(f"{self._name}: the query returns no rows to read")
+                names = [str(key) for key in result.keys()]  # noqa: SIM118
+                first = result.fetchmany(rows)
+                result.close()
+        except SQLAlchemyError as exc:
+            raise self._error(exc) from None
+        return names, [tuple(row) for row in first]
+
+    def _table(self, rows: Sequence[Sequence[Any]], emitted: int, bad: list[BadRecord]) -> pa.Table:
+        columns = list(zip(*rows, strict=True)) if rows else [()] * len(self._schema)
+        arrays = []
+        problems: dict[int, list[str]] = {}
+        for values, field in zip(columns, self._schema, strict=True):
+            array, refused = values_to_array(list(values), field.type)
+            arrays.append(array)
+            for index in refused:
+                problems.setdefault(index, []).append(f"column {field.name!r} is not {field.type}")
+        for index in sorted(problems):
+            text = repr(tuple(rows[index]))
+            bad.append(bad_record(emitted + index + 1, "; ".join(problems[index]), text))
+        return pa.Table.from_arrays(arrays, schema=self._schema)
+
+    def _error(self, exc: BaseException) -> SourceError:
+        original = getattr(exc, "orig", None) or exc
+        lines = [line.strip() for line in str(original).strip().splitlines() if line.strip()]
+        message = lines[0] if lines else type(original).__name__
+        if self._password:
+            message = message.replace(self._password, "***")
+        return SourceError(f"{self._name}: {message}")
+
+
+def _with_driver(url: Any) -> Any:
+    """``postgresql://`` and ``postgres://`` read with psycopg 3."""
+    if url.drivername in ("postgresql", "postgres"):
+        return url.set(drivername="postgresql+psycopg")
+    return url
+
+
+def _connect_args(url: Any) -> dict[str, Any]:
+    libpq = url.get_backend_name() == "postgresql" and url.get_driver_name() in (
+        "psycopg",
+        "psycopg2",
+    )
+    return (
+        {"connect_timeout": _CONNECT_TIMEOUT}
+        if libpq and "connect_timeout" not in url.query
+        else {}
+    )
+
+
+def _check_database_file(url: Any, name: str) -> None:
+    """A file database that does not exist is an error, not a new empty file."""
+    if url.get_backend_name() not in _FILE_BACKENDS:
+        return
+    database = url.database
+    in_memory = not database or database == ":memory:" or database.startswith("file:")
+    if not in_memory and not Path(database).exists():
+        raise SourceError(f"{name}: no such database file {database}")
+
+
+def _select_table(table: str, name: str) -> Any:
+    from sqlalchemy import literal_column, select
+    from sqlalchemy import table as table_clause
+
+    parts = table.split(".")
+    if len(parts) > 2 or not all(part.strip() for part in parts):
+        raise SourceError(f"{name}: {table!r} is not a table name (name or schema.name)")
+    schema = parts[0] if len(parts) == 2 else None
+    return select(literal_column("*")).select_from(table_clause(parts[-1], schema=schema))
+
+
+def _mask(url: str) -> str:
+    """A URL SQLAlchemy could not parse, with anything like a password hidden."""
+    head, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    user = credentials.split(":", 1)[0]
+    return f"{head}://{user}:***@{host}" if ":" in credentials else url

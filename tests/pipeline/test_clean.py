@@ -1,0 +1,288 @@
+"""``clean`` end to end: real files in, the sandbox for DNS and SMTP, Parquet and a report out."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import listhygiene
+from listhygiene.engine import EngineSettings
+from listhygiene.pipeline.backends import KEY, Backend, JobRef, LocalBackend
+from listhygiene.pipeline.outputs import OutputError
+from listhygiene.pipeline.run import STATUSES, QualityError
+from listhygiene.results import arrow_schema
+from listhygiene.sandbox import Sandbox
+
+
+def mx(host: str) -> list[dict]:
+    return [{"preference": 10, "host": host}]
+
+
+WORLD = {
+    "domains": {
+        "acme.test": {"mx": mx("mx.acme.test"), "mailboxes": ["alice", "bob", "info"],
+                      "full": ["carol"]},
+        "catchall.test": {"mx": mx("mx.catchall.test"), "catch_all": True},
+        "grey.test": {"mx": mx("mx.grey.test"), "mailboxes": ["gina"]},
+        "slow.test": {"mx": mx("mx.slow.test"),
+                      "mailboxes": [f"person{i}" for i in range(60)]},
+        "mailinator.com": {"mx": mx("mx.mailinator.com"), "catch_all": True},
+    },
+    "hosts": {
+        "mx.acme.test": {},
+        "mx.catchall.test": {},
+        "mx.grey.test": {"greylist_delay_ms": 600},
+        "mx.slow.test": {"latency_ms": 150, "max_rcpt_per_connection": 2},
+        "mx.mailinator.com": {},
+    },
+}
+
+CSV = """id,name,Email,notes
+1,Alice,alice@acme.test,first
+2,Alice again, ALICE@Acme.Test ,"duplicate, other case"
+3,Bob,mailto:bob@acme.test,
+4,Nobody,nobody@acme.test,bounces
+5,Info,info@acme.test,role
+6,Carol,carol@acme.test,full
+7,Anyone,anyone@catchall.test,catch-all
+8,Temp,temp@mailinator.com,disposable
+9,Gina,gina@grey.test,greylisted
+10,Blank,,no address
+11,Placeholder,N/A,placeholder
+12,Typo,alice@@acme.test,broken syntax
+"""
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    with Sandbox(WORLD) as running:
+        yield running
+
+
+def settings(sandbox: Sandbox, **changes: object) -> EngineSettings:
+    base = {"dns_server": sandbox.dns_server, "smtp_port": sandbox.smtp_port,
+            "allow_private_mx": True, "helo": "verifier.test", "smtp_timeout": 2.0,
+            "dns_timeout": 1.0, "retry_delays": ()}
+    base.update(changes)
+    return EngineSettings(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def contacts(tmp_path: Path) -> Path:
+    path = tmp_path / "contacts.csv"
+    path.write_text(CSV, encoding="utf-8")
+    return path
+
+
+def read(out: Path, status: str) -> pd.DataFrame:
+    return pq.read_table(out / f"{status}.parquet").to_pandas()
+
+
+def test_every_row_lands_in_exactly_one_status_file(
+    sandbox: Sandbox, contacts: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    result = listhygiene.clean(contacts, out, settings=settings(sandbox, mail_from="a@v.test"))
+    frames = {s: read(out, s) for s in STATUSES}
+    assert set(os.listdir(out)) >= {f"{s}.parquet" for s in STATUSES} | {"summary.json",
+                                                                          "report.html"}
+    assert sum(len(f) for f in frames.values()) == 12
+    ids = sorted((i for f in frames.values() for i in f["id"]), key=int)
+    assert ids == [str(i) for i in range(1, 13)]  # each row once, none lost, none doubled
+    where = {row_id: s for s, f in frames.items() for row_id in f["id"]}
+    assert where == {"1": "valid", "2": "valid", "3": "valid", "4": "invalid", "5": "role",
+                     "6": "risky", "7": "catchall", "8": "disposable", "9": "unknown",
+                     "10": "invalid", "11": "invalid", "12": "invalid"}
+    valid = frames["valid"]
+    # the input's own columns first, then the result columns (Email clashes with nothing)
+    assert list(valid.columns[:4]) == ["id", "name", "Email", "notes"]
+    assert list(valid.columns[4:]) == arrow_schema().names
+    assert set(valid["email"]) == {"alice@acme.test", "bob@acme.test"}
+    assert list(valid.loc[valid["id"] == "2", "Email"]) == [" ALICE@Acme.Test "]  # kept as given
+    for status, frame in frames.items():
+        assert set(frame["status"]) <= {status}
+    blank = frames["invalid"].set_index("id").loc["10"]
+    assert (blank["reason"], blank["credits_used"]) == ("invalid_syntax", 0)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary == result.summary
+    assert summary["rows"]["total"] == 12
+    assert summary["rows"]["by_status"] == {s: len(frames[s]) for s in STATUSES}
+    assert summary["rows"]["empty_email"] == 2
+    assert summary["addresses"]["distinct"] == 9  # alice twice; blank and N/A are not addresses
+    assert summary["addresses"]["duplicate_rows"] == 1
+    assert summary["quality"]["passed"] is True
+    assert summary["input"]["email_column"] == "Email"
+    # credits: one per distinct address verified, unknown free, blank cells never verified
+    paid = pd.concat(frames.values()).query("Email.notna()").drop_duplicates("email")
+    assert summary["credits"]["used"] == int(paid["credits_used"].sum())
+    assert summary["credits"]["used"] == 8  # 9 addresses, the greylisted unknown one free
+    assert result.counts["valid"] == 3
+    assert len(result["valid"]) == 3
+
+
+def test_second_pass_verifies_temporary_unknowns_again(
+    sandbox: Sandbox, contacts: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    result = listhygiene.clean(contacts, out, settings=settings(sandbox, mail_from="b@v.test"),
+                               retry_unknown_after=0.8)
+    frames = {s: read(out, s) for s in STATUSES}
+    assert "9" in set(frames["valid"]["id"])  # greylisted at first, accepted on the second pass
+    assert result.summary["addresses"]["retried"] == 1
+
+
+def test_without_smtp(sandbox: Sandbox, contacts: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = listhygiene.clean(contacts, out, settings=settings(sandbox), check_smtp=False)
+    valid = read(out, "valid")
+    assert set(valid["id"]) == {"1", "2", "3", "4", "6", "7", "9"}  # no mailbox probed
+    assert set(valid["score"]) == {0.9}
+    assert set(valid["smtp_check"]) == {False}
+    assert result.summary["backend"] == {"name": "local", "check_smtp": False}
+
+
+def test_column_names_that_clash_with_result_columns(sandbox: Sandbox, tmp_path: Path) -> None:
+    path = tmp_path / "clash.csv"
+    path.write_text("email,status,score\nalice@acme.test,customer,7\n")
+    out = tmp_path / "out"
+    listhygiene.clean(path, out, settings=settings(sandbox), check_smtp=False)
+    frame = read(out, "valid")
+    assert list(frame.columns[:3]) == ["email", "status", "score"]
+    assert (frame.loc[0, "status"], frame.loc[0, "result_status"]) == ("customer", "valid")
+    assert frame.loc[0, "result_email"] == "alice@acme.test"
+
+
+def test_dataframe_in_frames_out(sandbox: Sandbox) -> None:
+    data = pd.DataFrame({"who": ["a", "b"], "mail": ["alice@acme.test", "ghost@acme.test"]})
+    result = listhygiene.clean(data, settings=settings(sandbox))
+    assert list(result["valid"]["who"]) == ["a"]
+    assert list(result["invalid"]["reason"]) == ["mailbox_not_found"]
+    assert Path(result.report).exists()
+
+
+def test_output_to_a_filesystem_url(sandbox: Sandbox, contacts: Path) -> None:
+    import fsspec
+
+    result = listhygiene.clean(contacts, "memory://listhygiene-test/out",
+                               settings=settings(sandbox), check_smtp=False)
+    fs = fsspec.filesystem("memory")
+    names = {p.rsplit("/", 1)[-1] for p in fs.ls("/listhygiene-test/out", detail=False)}
+    assert names >= {f"{s}.parquet" for s in STATUSES} | {"summary.json", "report.html"}
+    assert len(result["valid"]) == 7
+
+
+def test_unwritable_output_folder_fails_before_any_work(
+    sandbox: Sandbox, contacts: Path, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(OutputError, match="a-file"):
+        listhygiene.clean(contacts, blocker / "out", settings=settings(sandbox))
+
+
+class _BrokenBackend(Backend):
+    """A backend that answers with a status no file exists for."""
+
+    name = "broken"
+
+    def __init__(self, inner: LocalBackend) -> None:
+        self.inner = inner
+
+    async def submit(self, addresses: pa.Array, *, check_smtp: bool) -> JobRef:
+        return await self.inner.submit(addresses, check_smtp=check_smtp)
+
+    async def results(self, job: JobRef) -> AsyncIterator[pa.Table]:
+        async for table in self.inner.results(job):
+            status = table.column("status").to_pylist()
+            status[0] = "excellent"
+            index = table.schema.get_field_index("status")
+            yield table.set_column(index, "status", pa.array(status, pa.string()))
+
+
+def test_a_failing_quality_check_fails_the_run_and_publishes_nothing(
+    sandbox: Sandbox, contacts: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    backend = _BrokenBackend(LocalBackend(settings(sandbox)))
+    with pytest.raises(QualityError, match="rows_in_exactly_one_output"):
+        listhygiene.clean(contacts, out, backend=backend, check_smtp=False)
+    assert not (out / "summary.json").exists()
+    assert not list(out.glob("*.parquet"))
+    warned = listhygiene.clean(contacts, out, backend=_BrokenBackend(
+        LocalBackend(settings(sandbox))), check_smtp=False, quality="warn")
+    assert warned.summary["quality"]["passed"] is False
+    assert (out / "summary.json").exists()
+
+
+def _cli(env: dict[str, str], *args: str, **kwargs: object) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "listhygiene.cli", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **kwargs)  # type: ignore[call-overload]
+
+
+def test_a_killed_run_resumes_without_repeating_work(sandbox: Sandbox, tmp_path: Path) -> None:
+    path = tmp_path / "slow.csv"
+    path.write_text("Email\n" + "".join(f"person{i}@slow.test\n" for i in range(60)))
+    env = {**os.environ, **sandbox.engine_environment(), "LISTHYGIENE_HELO": "verifier.test",
+           "LISTHYGIENE_RETRY_DELAYS": ""}
+    out = tmp_path / "out"
+    stats = sandbox.stats("mx.slow.test")
+    stats.reset()
+    first = _cli(env, "clean", str(path), "--out", str(out), start_new_session=True)
+    parts = out / ".listhygiene" / "results"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(parts.glob("part-*.parquet"))) < 2:
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    assert not (out / "summary.json").exists()
+    asked_before = len(stats.recipients)
+    second = _cli(env, "clean", str(path), "--out", str(out))
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["addresses"]["resumed"] is True
+    assert summary["addresses"]["reused"] > 0
+    assert summary["addresses"]["reused"] + summary["addresses"]["verified"] == 60
+    # what the first run had saved was not asked again
+    saved = set(summary_saved := pq.read_table(parts).column(KEY).to_pylist())
+    assert len(summary_saved) >= summary["addresses"]["reused"]
+    asked_again = {r for r in stats.recipients[asked_before:] if not r.startswith("lh-")}
+    first_run_saved = saved - asked_again
+    assert len(first_run_saved) == summary["addresses"]["reused"]
+    assert len(asked_again) == summary["addresses"]["verified"]
+    # and the outputs are those of an uninterrupted run
+    fresh = tmp_path / "fresh"
+    done = _cli(env, "clean", str(path), "--out", str(fresh))
+    done.communicate(timeout=120)
+    for status in STATUSES:
+        a = read(out, status).drop(columns=["response_time"]).sort_values("Email")
+        b = read(fresh, status).drop(columns=["response_time"]).sort_values("Email")
+        pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
+    assert summary["rows"]["by_status"]["valid"] == 60
+
+
+def test_cli_errors_name_the_input(sandbox: Sandbox, tmp_path: Path) -> None:
+    env = {**os.environ, **sandbox.engine_environment()}
+    no_column = tmp_path / "people.csv"
+    no_column.write_text("name,city\nAlice,Paris\nBob,Rome\n")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    corrupt = tmp_path / "broken.xlsx"
+    corrupt.write_bytes(b"PK\x03\x04 not really a zip file")
+    for path in (no_column, empty, corrupt, tmp_path / "missing.csv"):
+        run = _cli(env, "clean", str(path), "--out", str(tmp_path / "out"))
+        _, err = run.communicate(timeout=60)
+        assert run.returncode == 1, (path, err)
+        assert str(path.name) in err
+        assert "Traceback" not in err
+    assert not (tmp_path / "out" / "summary.json").exists()
