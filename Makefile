@@ -22,8 +22,9 @@ $(STAMP): pyproject.toml uv.lock | $(UV)
 
 install: $(STAMP)
 
-# Until the pipeline lands (issue 4), the demo brings the sample world up, shows where it
-# answers, and takes it down again.
+# The main job: the sample CRM export cleaned through the sandbox mail world into out/demo/.
+# The sandbox runs on free ports with its own state folder and always stops afterwards; a short
+# retry delay keeps the greylisted sample address quick.
 demo: install
 	@mkdir -p out
 	@export LISTHYGIENE_SANDBOX_DIR=$(DEMO_STATE); \
@@ -31,9 +32,10 @@ demo: install
 	$(BIN)/listhygiene sandbox up sample_data/world.json --dns-port 0 --smtp-port 0 \
 		> out/sandbox.env || exit 1; \
 	trap '$(BIN)/listhygiene sandbox down' EXIT; \
-	cat out/sandbox.env; \
-	$(BIN)/listhygiene sandbox status --json > out/sandbox-state.json; \
-	echo "sandbox state written to out/sandbox-state.json"
+	. ./out/sandbox.env; \
+	LISTHYGIENE_HELO=demo.listhygiene.test LISTHYGIENE_RETRY_DELAYS=2 \
+		$(BIN)/listhygiene clean sample_data/crm_export.csv --out out/demo || exit 1; \
+	echo "outputs: $(CURDIR)/out/demo (open out/demo/report.html in a browser)"
 
 test: install
 	$(BIN)/ruff check .

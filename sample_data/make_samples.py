@@ -854,6 +854,9 @@ def clean(cell: str) -> str | None:
         text = text[len("mailto:") :].strip(_SPACE)
     if not text or text.lower() in {p.lower() for p in PLACEHOLDERS}:
         return None
+    first = re.split(r"[;,]", text, maxsplit=1)[0].strip(_SPACE)
+    if "@" in first and first != text:  # a list keeps its first address (see prepare.py)
+        text = first
     local, at, domain = text.rpartition("@")
     return f"{local.lower()}{at}{domain.lower()}" if at else text
 

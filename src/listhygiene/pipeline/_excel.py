@@ -16,6 +16,7 @@ An XLSX is a zip of XML: it is refused before openpyxl opens it when it would in
 """
 
 import zipfile
+from abc import abstractmethod
 from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -62,12 +63,15 @@ class _Workbook(Source):
             rows.close()
         width = max([len(header), *(len(row) for row in sample)])
         self._schema = string_schema(unique_names(_padded(header, width)))
+        self._sample = self._table([_padded(row, width) for row in sample])
 
     @property
     def schema(self) -> pa.Schema:
         return self._schema
 
     def sample(self, rows: int = 1000) -> pa.Table:
+        if rows <= self._sample.num_rows or self._sample.num_rows < _SAMPLE_ROWS:
+            return self._sample.slice(0, rows)
         pieces = self._read(rows, [])
         try:
             batch = next(iter(rebatch(pieces, rows, self._schema)))
@@ -106,9 +110,9 @@ class _Workbook(Source):
             [pa.array(list(c), pa.string()) for c in columns], schema=self._schema
         )
 
+    @abstractmethod
     def _rows(self) -> Generator[list[str | None], None, None]:
         """Non-empty rows of the first sheet as text, trailing empty cells dropped."""
-        raise NotImplementedError
 
 
 class XlsxSource(_Workbook):

@@ -1,9 +1,10 @@
 """JSON lines: one object per line, read in blocks by pyarrow.json, a broken line kept as a row.
 
 The columns are the keys of the objects in the first MiB (at most 1,000 lines), in the order
-they first appear, with the types their values have there (all-null keys become strings). A key
-first seen further down is not a column: the schema is fixed before the first batch, and a
-second pass over a big file to look for stray keys would double the reading time.
+they first appear, with the types their values have there (strings when all null or mixed; a
+nested object or array is kept as its JSON text). A key first seen further down is not a
+column: the schema is fixed before the first batch, and a second pass over a big file to look
+for stray keys would double the reading time.
 
 A block is parsed by ``pyarrow.json`` against that schema. When pyarrow refuses a block (a line
 that is not JSON, not an object, or a value that does not fit its column), that block is read

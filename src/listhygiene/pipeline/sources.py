@@ -23,7 +23,9 @@ its password masked.
 
 Column names are made unique and non-empty (``Email``, ``Email_2``, ``column_3``). Text formats
 (CSV, TXT, XLSX, XLS) give string columns; the others keep their own types, except that a column
-of type null becomes string, so that every batch has the same schema.
+of type null becomes string, so that every batch has the same schema. JSONL and SQL types come
+from the first rows (nested values as their JSON text); a later value that does not fit its
+column is null, and its row a bad record. An input without rows gives one empty batch.
 """
 
 import os
