@@ -184,6 +184,10 @@ def _counts_frame(file_rows: Mapping[str, int], summary_rows: Mapping[str, int])
 
 
 def _import_gx() -> tuple[Any, Any]:
+    import logging
+
+    # GX logs its housekeeping (temporary docs folders) at INFO; a CLI run should not show it
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
