@@ -286,3 +286,29 @@ def test_cli_errors_name_the_input(sandbox: Sandbox, tmp_path: Path) -> None:
         assert str(path.name) in err
         assert "Traceback" not in err
     assert not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_changed_settings_start_afresh_instead_of_reusing_results(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    data = pd.DataFrame({"email": ["alice@acme.test"]})
+    out = tmp_path / "out"
+    wrong = listhygiene.clean(data, out, settings=settings(sandbox, allow_private_mx=False),
+                              check_smtp=False)
+    assert wrong.counts["invalid"] == 1  # loopback mail hosts refused
+    right = listhygiene.clean(data, out, settings=settings(sandbox), check_smtp=False)
+    assert right.counts["valid"] == 1
+    assert right.summary["addresses"]["resumed"] is False
+
+
+def test_check_smtp_follows_the_engine_settings_unless_given(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    data = pd.DataFrame({"email": ["nobody@acme.test"]})
+    off = listhygiene.clean(data, tmp_path / "a", settings=settings(sandbox, check_smtp=False))
+    assert off.counts["valid"] == 1  # not probed
+    assert off.summary["backend"]["check_smtp"] is False
+    on = listhygiene.clean(data, tmp_path / "b", settings=settings(sandbox, check_smtp=False),
+                           check_smtp=True)
+    assert on.counts["invalid"] == 1
+    assert on.passed

@@ -114,7 +114,7 @@ def clean(
             query=query,
             encoding=encoding,
             backend=backend,
-            check_smtp=not no_smtp,
+            check_smtp=False if no_smtp else None,
             settings=settings,
             quality="warn" if warn_only else "fail",
             retry_unknown_after=parse_duration(retry_unknown_after)

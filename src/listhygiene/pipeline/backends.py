@@ -81,6 +81,15 @@ class Backend(ABC):
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
 
+    def fingerprint(self) -> Mapping[str, Any]:
+        """The settings that change verdicts: a run resumes only when they are the same."""
+        return {}
+
+    @property
+    def default_check_smtp(self) -> bool:
+        """Whether to probe mailboxes when the caller does not say."""
+        return True
+
     @property
     def health(self) -> Mapping[str, Any] | None:
         """The backend's view of the run's health (the local engine's port-25 signal)."""
@@ -153,3 +162,23 @@ class LocalBackend(Backend):
     @property
     def health(self) -> Mapping[str, Any] | None:
         return self.engine.health.as_dict()
+
+    #: Settings that change a verdict (not the pace): a run resumes only when they are equal.
+    _VERDICT_SETTINGS = (
+        "dns_server",
+        "smtp_port",
+        "helo",
+        "mail_from",
+        "allow_private_mx",
+        "dnsbl_zones",
+        "starttls",
+        "socks_proxy",
+    )
+
+    def fingerprint(self) -> Mapping[str, Any]:
+        settings = self.engine.settings
+        return {name: getattr(settings, name) for name in self._VERDICT_SETTINGS}
+
+    @property
+    def default_check_smtp(self) -> bool:
+        return self.engine.settings.check_smtp

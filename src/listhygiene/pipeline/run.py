@@ -78,6 +78,15 @@ class CleanResult:
     def counts(self) -> dict[str, int]:
         return dict(self.summary["rows"]["by_status"])
 
+    @property
+    def quality(self) -> dict[str, Any]:
+        """The data-quality checks: ``passed``, ``mode`` and each check's result."""
+        return dict(self.summary["quality"])
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.summary["quality"]["passed"])
+
     def frame(self, status: str) -> "pd.DataFrame":
         """The rows of one status as a DataFrame (read on first use)."""
         if status not in STATUSES:
@@ -119,7 +128,7 @@ async def aclean(
     query: str | None = None,
     encoding: str | None = None,
     backend: str | Backend = "local",
-    check_smtp: bool = True,
+    check_smtp: bool | None = None,
     settings: EngineSettings | None = None,
     quality: str = "fail",
     retry_unknown_after: float | None = None,
@@ -130,6 +139,7 @@ async def aclean(
     DataFrame or an Arrow table) into ``out`` (a folder or filesystem URL; a temporary folder
     when None).
 
+    ``check_smtp`` defaults to the engine settings' (``LISTHYGIENE_CHECK_SMTP``, on by default).
     ``quality="warn"`` publishes the outputs even when a data-quality check fails (the summary
     says so); ``retry_unknown_after`` (seconds) verifies again, after that delay, the addresses
     that ended unknown for a temporary reason (greylisting, rate limits, time-outs).
@@ -142,7 +152,7 @@ async def aclean(
         out = tempfile.mkdtemp(prefix="listhygiene-")
     run = _Run(
         source=source,
-        out=os.fspath(out),
+        out=_absolute(out),
         email_column=email_column,
         table=table,
         query=query,
@@ -167,7 +177,7 @@ class _Run:
     query: str | None
     encoding: str | None
     backend: str | Backend
-    check_smtp: bool
+    check_smtp: bool | None
     settings: EngineSettings | None
     engine_overrides: dict[str, Any]
     quality_mode: str
@@ -194,6 +204,8 @@ class _Run:
         folder = OutputFolder(self.out)
         folder.check_writable()
         backend = self._backend()
+        if self.check_smtp is None:
+            self.check_smtp = backend.default_check_smtp
         work = WorkDir.for_output(self.out)
         resumed = work.open(self._fingerprint(info.name, column, backend))
         if resumed:
@@ -256,6 +268,7 @@ class _Run:
             "input": identity,
             "email_column": column,
             "backend": backend.name,
+            "settings": _jsonable(backend.fingerprint()),
             "check_smtp": self.check_smtp,
             "version": __version__,
         }
@@ -580,6 +593,20 @@ class _timed:
         self.timings[self.name] = self.timings.get(self.name, 0.0) + (
             time.perf_counter() - self.started
         )
+
+
+def _absolute(out: str | os.PathLike[str]) -> str:
+    """A local folder as an absolute path (the result stays usable after a chdir); URLs as
+    given."""
+    text = os.fspath(out)
+    return text if "://" in text else os.path.abspath(text)
+
+
+def _jsonable(values: Mapping[str, Any]) -> dict[str, Any]:
+    """As stored in the manifest's JSON, so that a loaded fingerprint compares equal."""
+    import json
+
+    return json.loads(json.dumps(dict(values), default=str))
 
 
 def _flat(values: "pa.Array | pa.ChunkedArray") -> "pa.Array":
