@@ -1,0 +1,293 @@
+"""The one error model of the service and the clients: every error code of both forms.
+
+The service raises these to answer; the clients raise them from a response. Each form's codes
+are classes of their own (``FormAError`` / ``FormBError``), and each also derives from the error's
+*meaning*, so a caller can catch ``InsufficientCreditsError`` whatever the form::
+
+    ServiceError
+    ├── BadRequestError
+    │   ├── FormABadRequest            400 "4000"
+    │   ├── FormBInvalidRequest        400 INVALID_REQUEST
+    │   └── FormBInvalidEmail          400 INVALID_EMAIL
+    ├── AuthenticationError
+    │   ├── FormAInvalidApiKey         401 "4010"
+    │   └── FormBInvalidApiKey         401 INVALID_API_KEY
+    ├── InsufficientCreditsError
+    │   ├── FormAInsufficientCredits   402 "4020"
+    │   └── FormBInsufficientCredits   403 INSUFFICIENT_CREDITS
+    ├── AccessDeniedError
+    │   └── FormAAccessDenied          403 "4030"
+    ├── NotFoundError
+    │   ├── FormANotFound              404 "4040"
+    │   ├── FormBJobNotFound           404 JOB_NOT_FOUND
+    │   └── FormBNotFound              404 NOT_FOUND
+    ├── PayloadTooLargeError
+    │   └── FormAFileTooLarge          413 "4130"
+    ├── RateLimitError                 (``retry_after`` seconds)
+    │   ├── FormARateLimited           429 "4290"
+    │   └── FormBRateLimitExceeded     429 RATE_LIMIT_EXCEEDED
+    ├── ServiceTimeoutError
+    │   └── FormBTimeout               504 TIMEOUT
+    └── ServerError
+        ├── FormAInternalError         500 "1000"
+        ├── FormBInternalError         500 INTERNAL_ERROR
+        └── FormBServiceUnavailable    503 SERVICE_UNAVAILABLE
+
+Bodies: form A's envelope ``{success: false, code, message, error: {code, message}}``; form B's
+``{error: {code, message, details?, retry_after?}}``.
+"""
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+__all__ = [
+    "AccessDeniedError",
+    "AuthenticationError",
+    "BadRequestError",
+    "FormAError",
+    "FormBError",
+    "InsufficientCreditsError",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "RateLimitError",
+    "ServerError",
+    "ServiceError",
+    "ServiceTimeoutError",
+    "error_from_response",
+]
+
+
+class ServiceError(Exception):
+    """An error answer of a verification service (ours, or a remote one)."""
+
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = ""
+    form: ClassVar[str] = ""
+    #: The short message the form uses for this code.
+    title: ClassVar[str] = "Error"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        details: str | None = None,
+        retry_after: int | None = None,
+        status: int | None = None,
+    ) -> None:
+        self.message = message or self.title
+        self.details = details
+        self.retry_after = retry_after
+        if status is not None:
+            self.status = status  # type: ignore[misc]  # a remote service's actual status
+        super().__init__(self.message if not details else f"{self.message}: {details}")
+
+    def body(self) -> dict[str, Any]:
+        """The response body of this error in its form."""
+        raise NotImplementedError
+
+
+class BadRequestError(ServiceError):
+    """The request is malformed or its parameters are invalid."""
+
+
+class AuthenticationError(ServiceError):
+    """The API key is missing or invalid."""
+
+
+class InsufficientCreditsError(ServiceError):
+    """The key's credits do not cover the request."""
+
+
+class AccessDeniedError(ServiceError):
+    """The key may not do this."""
+
+
+class NotFoundError(ServiceError):
+    """No such job, webhook or path (or not this key's)."""
+
+
+class PayloadTooLargeError(ServiceError):
+    """An upload over the size or row limit."""
+
+
+class RateLimitError(ServiceError):
+    """Too many requests; ``retry_after`` says how many seconds to wait."""
+
+
+class ServiceTimeoutError(ServiceError):
+    """The verification took longer than allowed."""
+
+
+class ServerError(ServiceError):
+    """The service failed (5xx)."""
+
+
+class FormAError(ServiceError):
+    """An error in form A's envelope."""
+
+    form = "a"
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "success": False,
+            "code": self.code,
+            "message": self.title,
+            "error": {"code": self.code, "message": self.details or self.message},
+        }
+
+
+class FormBError(ServiceError):
+    """An error in form B's body."""
+
+    form = "b"
+
+    def body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            error["details"] = self.details
+        if self.retry_after is not None:
+            error["retry_after"] = self.retry_after
+        return {"error": error}
+
+
+def _a(name: str, base: type[ServiceError], status: int, code: str, title: str) -> type:
+    return type(
+        name,
+        (FormAError, base),
+        {"status": status, "code": code, "title": title, "__doc__": f"Form A {code}: {title}."},
+    )
+
+
+def _b(name: str, base: type[ServiceError], status: int, code: str, title: str) -> type:
+    return type(
+        name,
+        (FormBError, base),
+        {"status": status, "code": code, "title": title, "__doc__": f"Form B {code}: {title}."},
+    )
+
+
+FormABadRequest = _a("FormABadRequest", BadRequestError, 400, "4000", "Bad request")
+FormAInvalidApiKey = _a(
+    "FormAInvalidApiKey", AuthenticationError, 401, "4010", "Invalid or missing API key"
+)
+FormAInsufficientCredits = _a(
+    "FormAInsufficientCredits", InsufficientCreditsError, 402, "4020", "Insufficient credits"
+)
+FormAAccessDenied = _a("FormAAccessDenied", AccessDeniedError, 403, "4030", "Access denied")
+FormANotFound = _a("FormANotFound", NotFoundError, 404, "4040", "Resource not found")
+FormAFileTooLarge = _a("FormAFileTooLarge", PayloadTooLargeError, 413, "4130", "File too large")
+FormARateLimited = _a("FormARateLimited", RateLimitError, 429, "4290", "Rate limit exceeded")
+FormAInternalError = _a("FormAInternalError", ServerError, 500, "1000", "Internal server error")
+
+FormBInvalidRequest = _b(
+    "FormBInvalidRequest", BadRequestError, 400, "INVALID_REQUEST", "Invalid request"
+)
+FormBInvalidEmail = _b(
+    "FormBInvalidEmail", BadRequestError, 400, "INVALID_EMAIL", "Email format invalid"
+)
+FormBInvalidApiKey = _b(
+    "FormBInvalidApiKey", AuthenticationError, 401, "INVALID_API_KEY", "Invalid or missing API key"
+)
+FormBInsufficientCredits = _b(
+    "FormBInsufficientCredits",
+    InsufficientCreditsError,
+    403,
+    "INSUFFICIENT_CREDITS",
+    "Insufficient credits",
+)
+FormBJobNotFound = _b("FormBJobNotFound", NotFoundError, 404, "JOB_NOT_FOUND", "Job not found")
+FormBNotFound = _b("FormBNotFound", NotFoundError, 404, "NOT_FOUND", "Not found")
+FormBRateLimitExceeded = _b(
+    "FormBRateLimitExceeded", RateLimitError, 429, "RATE_LIMIT_EXCEEDED", "Rate limit exceeded"
+)
+FormBTimeout = _b("FormBTimeout", ServiceTimeoutError, 504, "TIMEOUT", "Verification timed out")
+FormBInternalError = _b(
+    "FormBInternalError", ServerError, 500, "INTERNAL_ERROR", "Internal server error"
+)
+FormBServiceUnavailable = _b(
+    "FormBServiceUnavailable", ServerError, 503, "SERVICE_UNAVAILABLE", "Service unavailable"
+)
+
+FORM_A_ERRORS: dict[str, type[FormAError]] = {
+    cls.code: cls
+    for cls in (
+        FormABadRequest,
+        FormAInvalidApiKey,
+        FormAInsufficientCredits,
+        FormAAccessDenied,
+        FormANotFound,
+        FormAFileTooLarge,
+        FormARateLimited,
+        FormAInternalError,
+    )
+}
+FORM_B_ERRORS: dict[str, type[FormBError]] = {
+    cls.code: cls
+    for cls in (
+        FormBInvalidRequest,
+        FormBInvalidEmail,
+        FormBInvalidApiKey,
+        FormBInsufficientCredits,
+        FormBJobNotFound,
+        FormBNotFound,
+        FormBRateLimitExceeded,
+        FormBTimeout,
+        FormBInternalError,
+        FormBServiceUnavailable,
+    )
+}
+__all__ += sorted(c.__name__ for c in (*FORM_A_ERRORS.values(), *FORM_B_ERRORS.values()))
+
+_BY_STATUS: dict[int, type[ServiceError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    402: InsufficientCreditsError,
+    403: AccessDeniedError,
+    404: NotFoundError,
+    413: PayloadTooLargeError,
+    429: RateLimitError,
+    504: ServiceTimeoutError,
+}
+
+
+def error_from_response(
+    form: str, status: int, body: Any, headers: Mapping[str, str] | None = None
+) -> ServiceError:
+    """The exception for an error response of a form ``"a"`` or ``"b"`` service.
+
+    An unknown code (a service newer than this client) still gets the class of its meaning,
+    by HTTP status; ``Retry-After`` / ``retry_after`` fill ``retry_after``.
+    """
+    headers = {k.lower(): v for k, v in (headers or {}).items()}
+    code, message, details, retry_after = "", None, None, None
+    if isinstance(body, Mapping):
+        error = body.get("error") if isinstance(body.get("error"), Mapping) else {}
+        if form == "a":
+            code = str(body.get("code") or error.get("code") or "")
+            message = body.get("message")
+            details = error.get("message")
+        else:
+            code = str(error.get("code") or "")
+            message = error.get("message")
+            details = error.get("details")
+            retry_after = _int(error.get("retry_after"))
+    if retry_after is None:
+        retry_after = _int(headers.get("retry-after"))
+    known = (FORM_A_ERRORS if form == "a" else FORM_B_ERRORS).get(code)
+    if known is not None:
+        return known(message, details=details, retry_after=retry_after, status=status)
+    base = _BY_STATUS.get(status, ServerError if status >= 500 else ServiceError)
+    form_base = FormAError if form == "a" else FormBError
+    unknown = type(
+        f"Form{form.upper()}UnknownError",
+        (form_base, base),
+        {"status": status, "code": code, "title": message or "Error"},
+    )
+    return unknown(message, details=details, retry_after=retry_after, status=status)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

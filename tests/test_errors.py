@@ -1,0 +1,101 @@
+"""The shared error model: every code of both forms, its status, its body, and back again."""
+
+import pytest
+
+from listhygiene import errors
+from listhygiene.errors import (
+    FORM_A_ERRORS,
+    FORM_B_ERRORS,
+    AuthenticationError,
+    InsufficientCreditsError,
+    RateLimitError,
+    error_from_response,
+)
+
+# spec/form-a.md "Errors" and PRODUCT.md; spec/form-b.md "Errors" and PRODUCT.md (500, 503, 404)
+FORM_A = {
+    "4000": 400,
+    "4010": 401,
+    "4020": 402,
+    "4030": 403,
+    "4040": 404,
+    "4130": 413,
+    "4290": 429,
+    "1000": 500,
+}
+FORM_B = {
+    "INVALID_API_KEY": 401,
+    "RATE_LIMIT_EXCEEDED": 429,
+    "INSUFFICIENT_CREDITS": 403,
+    "INVALID_EMAIL": 400,
+    "INVALID_REQUEST": 400,
+    "JOB_NOT_FOUND": 404,
+    "TIMEOUT": 504,
+    "INTERNAL_ERROR": 500,
+    "SERVICE_UNAVAILABLE": 503,
+    "NOT_FOUND": 404,
+}
+
+
+def test_every_code_of_both_forms_has_its_class_and_status() -> None:
+    assert {code: cls.status for code, cls in FORM_A_ERRORS.items()} == FORM_A
+    assert {code: cls.status for code, cls in FORM_B_ERRORS.items()} == FORM_B
+
+
+@pytest.mark.parametrize("code", sorted(FORM_A))
+def test_form_a_envelope_round_trip(code: str) -> None:
+    error = FORM_A_ERRORS[code]("Short message", details="what exactly went wrong")
+    body = error.body()
+    assert body == {
+        "success": False,
+        "code": code,
+        "message": error.title,
+        "error": {"code": code, "message": "what exactly went wrong"},
+    }
+    again = error_from_response("a", FORM_A[code], body)
+    assert type(again) is type(error)
+    assert again.details == "what exactly went wrong"
+
+
+@pytest.mark.parametrize("code", sorted(FORM_B))
+def test_form_b_body_round_trip(code: str) -> None:
+    error = FORM_B_ERRORS[code]("Something", details="more")
+    assert error.body() == {"error": {"code": code, "message": "Something", "details": "more"}}
+    again = error_from_response("b", FORM_B[code], error.body())
+    assert type(again) is type(error)
+    assert (again.message, again.details) == ("Something", "more")
+
+
+def test_errors_are_caught_by_meaning_across_forms() -> None:
+    assert issubclass(FORM_A_ERRORS["4020"], InsufficientCreditsError)
+    assert issubclass(FORM_B_ERRORS["INSUFFICIENT_CREDITS"], InsufficientCreditsError)
+    assert issubclass(FORM_A_ERRORS["4010"], AuthenticationError)
+    assert issubclass(FORM_B_ERRORS["INVALID_API_KEY"], AuthenticationError)
+
+
+def test_retry_after_from_the_body_or_the_header() -> None:
+    limited = error_from_response(
+        "b", 429, {"error": {"code": "RATE_LIMIT_EXCEEDED", "message": "x", "retry_after": 3600}}
+    )
+    assert isinstance(limited, RateLimitError)
+    assert limited.retry_after == 3600
+    assert "retry_after" in FORM_B_ERRORS["RATE_LIMIT_EXCEEDED"]("x", retry_after=5).body()["error"]
+    from_header = error_from_response(
+        "a", 429, FORM_A_ERRORS["4290"]().body(), headers={"Retry-After": "12"}
+    )
+    assert from_header.retry_after == 12
+
+
+def test_unknown_codes_still_get_their_meaning() -> None:
+    odd = error_from_response("a", 402, {"success": False, "code": "4021", "message": "New"})
+    assert isinstance(odd, InsufficientCreditsError)
+    assert isinstance(odd, errors.FormAError)
+    assert odd.code == "4021"
+    garbage = error_from_response("b", 502, "<html>bad gateway</html>")
+    assert isinstance(garbage, errors.ServerError)
+    assert garbage.status == 502
+
+
+def test_the_public_surface_lists_every_class() -> None:
+    for name in errors.__all__:
+        assert hasattr(errors, name), name
