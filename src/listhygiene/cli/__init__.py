@@ -9,6 +9,7 @@ import click
 
 from listhygiene._version import __version__
 from listhygiene.cli.clean import clean
+from listhygiene.cli.keys import keys
 from listhygiene.cli.sandbox import sandbox
 from listhygiene.cli.verify import verify
 
@@ -25,5 +26,6 @@ def main(verbose: int) -> None:
 
 
 main.add_command(clean)
+main.add_command(keys)
 main.add_command(sandbox)
 main.add_command(verify)

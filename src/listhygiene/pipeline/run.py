@@ -414,10 +414,15 @@ class _Run:
             "blank": 0,
             "schema": None,
         }
+        # One lookup for every row at once: a lookup per part would rebuild the hash table of
+        # all results each time (quadratic in rows).
+        every_index = _flat(pc.index_in(work.addresses(), value_set=keys))
+        offset = 0
         for part in work.rows():
             part = part.combine_chunks()
             inputs = part.drop_columns([ROW, ADDRESS])
-            index = pc.index_in(part.column(ADDRESS), value_set=keys)
+            index = every_index.slice(offset, len(part))
+            offset += len(part)
             found = values.take(index)
             empty = pc.is_null(part.column(ADDRESS))
             empty = _flat(empty)

@@ -130,6 +130,14 @@ class WorkDir:
         for part in self._parts("rows"):
             yield pq.read_table(part)
 
+    def addresses(self) -> "pa.ChunkedArray":
+        """The cleaned address of every staged row, in order (one column read, not the rows)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        chunks = [pq.read_table(p, columns=[ADDRESS]).column(ADDRESS) for p in self._parts("rows")]
+        return pa.chunked_array([c for chunk in chunks for c in chunk.chunks], pa.string())
+
     # -- results ---------------------------------------------------------------------------------
 
     def write_results(self, table: "pa.Table") -> None:

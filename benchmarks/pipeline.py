@@ -1,0 +1,548 @@
+"""Pipeline benchmark: ``listhygiene clean --no-smtp`` on a generated million-row CSV.
+
+    .venv/bin/python benchmarks/pipeline.py [--rows 1000000] [--domains 2000] [--seed 1]
+        [--keep] [--json]
+
+The issue's target: a generated 1,000,000-row CSV, ``--no-smtp``, over a sandbox world, in at
+most 60 s wall time and 2 GiB peak memory on 2 cores.
+
+Set-up (not timed): a world is generated from the seed
+(:func:`listhygiene.sandbox.generate.generate_world`, default mix) with as many addresses as the
+CSV has distinct ones, and served by ``listhygiene sandbox up`` in its own process (``down``
+always follows). A CRM-like CSV (``id,first_name,last_name,company,email,phone,created_at``) is
+written with pyarrow: every world address once, about 30 % of the address rows repeating one
+(skewed: some addresses repeat often), and some blank cells, placeholders (``N/A``, ``none``,
+...), broken syntax, mixed case, surrounding whitespace (NBSP and tabs too), display names and
+``mailto:`` prefixes.
+
+Measured: the real command, ``listhygiene clean CSV --out DIR --no-smtp``, as a subprocess with
+the sandbox's settings in its environment. Wall time is ``time.perf_counter()`` around the
+process (interpreter start, imports and exit included); peak memory is the child's own
+``ru_maxrss`` from ``os.wait4`` (not ``RUSAGE_CHILDREN``, which would also count the sandbox's
+``up`` process); RSS is also sampled every 50 ms to tell which phase holds the peak. The run's own
+phase timings come from ``summary.json``.
+
+Checked (cheaply): the summary counts every row, the quality checks passed, the Parquet files hold
+every row, the rows per status are exactly what the world says without SMTP (invalid: broken
+syntax, blank cells, NXDOMAIN and null-MX domains; role: role local parts; valid: the rest), and
+the distinct-address and empty-email counts are the ones the generator wrote.
+
+Exit status 1 when a target is missed or a check fails.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from listhygiene.sandbox.generate import GeneratedWorld, generate_world
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engine import SandboxProcess
+
+#: The issue's targets.
+TARGET_WALL_SECONDS = 60.0
+TARGET_PEAK_BYTES = 2 * 2**30
+#: What the command takes from ``sandbox up``'s exported settings.
+SANDBOX_SETTINGS = (
+    "LISTHYGIENE_DNS_SERVER",
+    "LISTHYGIENE_SMTP_PORT",
+    "LISTHYGIENE_ALLOW_PRIVATE_MX",
+)
+#: Shares of the rows.
+BLANK_SHARE = 0.02
+PLACEHOLDER_SHARE = 0.01
+BROKEN_SHARE = 0.01
+#: Share of the address rows that repeat an address already in the file.
+REPEAT_SHARE = 0.30
+#: Shares of the address cells written differently from the address itself.
+UPPER_SHARE = 0.03
+CAPITALIZED_SHARE = 0.03
+WHITESPACE_SHARE = 0.04
+DISPLAY_NAME_SHARE = 0.01
+MAILTO_SHARE = 0.005
+#: The phases ``summary.json`` times, in order.
+PHASES = ("read", "verify", "write", "quality")
+
+#: The role local parts ``generate_world`` uses.
+ROLE_LOCALS = ("info", "admin", "support", "sales", "postmaster", "noreply")
+
+_PLACEHOLDERS = ("N/A", "n/a", "none", "None", "-", "#N/A", "null", "NULL", "unknown", "?", "—")
+_BLANKS = ("", " ", "  ", "\t")
+_SPACES = (" ", "  ", "\t", "\u00a0")
+_FIRST = (
+    "Ada", "Alan", "Alice", "Amara", "Anna", "Ben", "Carla", "Chen", "David", "Diego", "Elena",
+    "Emma", "Farah", "Felix", "Grace", "Hana", "Hugo", "Inès", "Ivan", "Jade", "James", "Julia",
+    "Kai", "Karim", "Laura", "Leo", "Lucía", "Marco", "Maya", "Mia", "Nadia", "Noah", "Olga",
+    "Omar", "Paul", "Priya", "Rosa", "Sam", "Sofia", "Tariq", "Tom", "Vera", "Yuki", "Zoë",
+)  # fmt: skip
+_LAST = (
+    "Abbott", "Baker", "Becker", "Castro", "Chen", "Cohen", "Costa", "Dubois", "Evans",
+    "Fischer", "García", "Gupta", "Hansen", "Ito", "Jensen", "Kim", "Kowalski", "Lambert",
+    "López", "Martin", "Meyer", "Moreau", "Nakamura", "Nguyen", "Novak", "Okafor", "O'Brien",
+    "Olsen", "Patel", "Pérez", "Rossi", "Sato", "Schmidt", "Silva", "Smith", "Tanaka", "Weber",
+    "Wilson", "Young", "Zhang",
+)  # fmt: skip
+_COMPANY_WORDS = (
+    "Acme", "Anchor", "Atlas", "Aurora", "Beacon", "Boulder", "Cedar", "Contoso", "Copper",
+    "Delta", "Fabrikam", "Falcon", "Granite", "Harbor", "Horizon", "Juniper", "Keystone",
+    "Lantern", "Maple", "Meadow", "Northwind", "Orbit", "Pioneer", "Proseware", "Quartz",
+    "Summit", "Tailspin", "Timber", "Vertex", "Willow", "Zenith",
+)  # fmt: skip
+_COMPANY_SUFFIXES = (
+    " Ltd",
+    " GmbH",
+    ", Inc.",
+    " LLC",
+    " & Sons",
+    " Consulting",
+    " Group",
+    "",
+    " SA",
+    " BV",
+)
+
+
+# -- the input -----------------------------------------------------------------------------------
+
+
+def plan(rows: int) -> dict[str, int]:
+    """How many rows of each kind a CSV of ``rows`` rows gets, and its distinct addresses."""
+    blank = round(rows * BLANK_SHARE)
+    placeholder = round(rows * PLACEHOLDER_SHARE)
+    broken = round(rows * BROKEN_SHARE)
+    address_rows = rows - blank - placeholder - broken
+    distinct = max(1, round(address_rows * (1 - REPEAT_SHARE)))
+    return {
+        "rows": rows,
+        "blank": blank,
+        "placeholder": placeholder,
+        "broken": broken,
+        "address_rows": address_rows,
+        "distinct": distinct,
+    }
+
+
+def _choose(rng: np.random.Generator, values: "pa.Array | tuple[str, ...]", n: int) -> pa.Array:
+    array = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
+    return pc.take(array, pa.array(rng.integers(0, len(array), n)))
+
+
+def _where(mask: np.ndarray, then: pa.Array, otherwise: pa.Array) -> pa.Array:
+    return pc.if_else(pa.array(mask), then, otherwise)
+
+
+def _broken(rng: np.random.Generator, addresses: pa.Array) -> pa.Array:
+    """Addresses made syntactically invalid, six ways (all lower-case, as generated)."""
+    n = len(addresses)
+    parts = pc.split_pattern(addresses, "@", max_splits=1)
+    local = pc.list_element(parts, 0)
+    domain = pc.list_element(parts, 1)
+    variants = [
+        pc.binary_join_element_wise(local, domain, " at "),  # no @
+        pc.binary_join_element_wise(local, domain, "@@"),  # two @
+        pc.binary_join_element_wise(local, "", "@"),  # no domain
+        pc.binary_join_element_wise("", domain, "@"),  # no local part
+        pc.binary_join_element_wise(
+            local, pc.replace_substring(domain, ".", "..", max_replacements=1), "@"
+        ),  # empty domain label
+        pc.binary_join_element_wise(local, domain, " x@"),  # a space in the local part
+    ]
+    which = rng.integers(0, len(variants), n)
+    out = variants[0]
+    for i, variant in enumerate(variants[1:], start=1):
+        out = _where(which == i, variant, out)
+    return out
+
+
+def _dressed(rng: np.random.Generator, addresses: pa.Array, names: pa.Array) -> pa.Array:
+    """Address cells as people type them: case, whitespace, display names, ``mailto:``."""
+    n = len(addresses)
+    draw = rng.random(n)
+    cuts = np.cumsum(
+        [UPPER_SHARE, CAPITALIZED_SHARE, WHITESPACE_SHARE, DISPLAY_NAME_SHARE, MAILTO_SHARE]
+    )
+    out = addresses
+    out = _where(draw < cuts[0], pc.utf8_upper(addresses), out)
+    out = _where((draw >= cuts[0]) & (draw < cuts[1]), pc.utf8_title(addresses), out)
+    spaced = pc.binary_join_element_wise(
+        _choose(rng, _SPACES, n), addresses, _choose(rng, ("", " ", "\u00a0", "\t"), n), ""
+    )
+    out = _where((draw >= cuts[1]) & (draw < cuts[2]), spaced, out)
+    display = pc.binary_join_element_wise(names, " <", addresses, ">", "")
+    out = _where((draw >= cuts[2]) & (draw < cuts[3]), display, out)
+    mailto = pc.binary_join_element_wise("mailto:", addresses, "")
+    return _where((draw >= cuts[3]) & (draw < cuts[4]), mailto, out)
+
+
+def write_csv(
+    generated: GeneratedWorld, counts: dict[str, int], seed: int, path: Path
+) -> dict[str, Any]:
+    """Write the CSV; return what the run must find in it (expected counts per status, ...)."""
+    rng = np.random.default_rng(seed)
+    world = pa.array(generated.addresses, pa.string())
+    distinct = len(world)
+    repeats = counts["address_rows"] - distinct
+    # every address once, then repeats skewed towards some addresses (the order is shuffled)
+    skewed = np.minimum((distinct * rng.random(repeats) ** 3).astype(np.int64), distinct - 1)
+    index = np.concatenate([np.arange(distinct, dtype=np.int64), skewed])
+    broken_from = rng.integers(0, distinct, counts["broken"])
+    rows = counts["rows"]
+
+    first = _choose(rng, _FIRST, rows)
+    last = _choose(rng, _LAST, rows)
+    full_names = pc.binary_join_element_wise(first, last, " ")
+    address_cells = _dressed(
+        rng, pc.take(world, pa.array(index)), full_names.slice(0, counts["address_rows"])
+    )
+    broken = _broken(rng, pc.take(world, pa.array(broken_from)))
+    email = pa.concat_arrays(
+        [
+            address_cells,
+            broken,
+            _choose(rng, _PLACEHOLDERS, counts["placeholder"]),
+            _choose(rng, _BLANKS, counts["blank"]),
+        ]
+    )
+
+    # the verdict each row must get without SMTP: the domain's DNS, then a role local part
+    kinds = np.array([generated.kinds[a] for a in generated.addresses])
+    locals_ = np.array([a.rpartition("@")[0] for a in generated.addresses])
+    per_address = np.where(
+        np.isin(kinds, ("nxdomain", "null_mx", "no_mx")),
+        "invalid",
+        np.where(
+            np.isin(kinds, ("servfail", "dns_timeout")),
+            "unknown",
+            np.where(np.isin(locals_, ROLE_LOCALS), "role", "valid"),
+        ),
+    )
+    statuses, numbers = np.unique(per_address[index], return_counts=True)
+    expected_status = dict(zip(statuses.tolist(), numbers.tolist(), strict=True))
+    expected_status["invalid"] = (
+        expected_status.get("invalid", 0)
+        + counts["broken"]
+        + counts["placeholder"]
+        + counts["blank"]
+    )
+
+    order = pa.array(rng.permutation(rows))
+    company = pc.binary_join_element_wise(
+        _choose(rng, _COMPANY_WORDS, rows), _choose(rng, _COMPANY_SUFFIXES, rows), ""
+    )
+    phone = pc.binary_join_element_wise(
+        _choose(rng, ("+1 555 ", "+44 20 ", "+49 30 ", "(555) ", "+33 1 "), rows),
+        pc.cast(pa.array(rng.integers(1_000_000, 9_999_999, rows)), pa.string()),
+        "",
+    )
+    phone = _where(rng.random(rows) < 0.1, pa.nulls(rows, pa.string()), phone)
+    created = pc.strftime(
+        pa.array(
+            rng.integers(1_420_070_400, 1_735_689_600, rows).astype("datetime64[s]"),
+            pa.timestamp("s"),
+        ),
+        format="%Y-%m-%dT%H:%M:%SZ",
+    )
+    table = pa.table(
+        {
+            "id": pa.array(np.arange(1, rows + 1, dtype=np.int64)),
+            "first_name": first,
+            "last_name": last,
+            "company": company,
+            "email": pc.take(email, order),
+            "phone": phone,
+            "created_at": created,
+        }
+    )
+    pacsv.write_csv(table, path)
+    return {
+        "size_bytes": path.stat().st_size,
+        "distinct_addresses": distinct + len(pc.unique(broken)),
+        "empty_email": counts["placeholder"] + counts["blank"],
+        "by_status": expected_status,
+    }
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+
+class _RssSampler(threading.Thread):
+    """Samples a process's resident set size (``VmRSS``) every ``interval`` seconds."""
+
+    def __init__(self, pid: int, started: float, interval: float = 0.05) -> None:
+        super().__init__(daemon=True)
+        self.path = Path(f"/proc/{pid}/status")
+        self.started = started
+        self.interval = interval
+        self.samples: list[tuple[float, int]] = []  # (seconds since start, bytes)
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                for line in self.path.read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        rss = int(line.split()[1]) * 1024
+                        self.samples.append((time.perf_counter() - self.started, rss))
+                        break
+            except (OSError, ValueError):
+                return
+            self.stopping.wait(self.interval)
+
+
+def run_clean(csv_path: Path, out: Path, env: dict[str, str]) -> dict[str, Any]:
+    """Run ``listhygiene clean --no-smtp`` as a subprocess; wall time, peak memory, CPU, output."""
+    command = [
+        str(Path(sys.executable).parent / "listhygiene"),
+        "clean",
+        str(csv_path),
+        "--out",
+        str(out),
+        "--no-smtp",
+    ]
+    log = out.parent / "clean.log"
+    with open(log, "wb") as output:
+        epoch = time.time()
+        started = time.perf_counter()
+        child = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
+        sampler = _RssSampler(child.pid, started)
+        sampler.start()
+        try:
+            _, status, usage = os.wait4(child.pid, 0)
+        except BaseException:
+            child.kill()
+            child.wait()
+            raise
+        wall = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        sampler.stopping.set()
+        sampler.join()
+    return {
+        "command": command,
+        "returncode": child.returncode,
+        "output": log.read_text(errors="replace"),
+        "epoch": epoch,
+        "wall_seconds": wall,
+        "peak_rss_bytes": usage.ru_maxrss * 1024,  # KiB on Linux
+        "cpu_user_seconds": usage.ru_utime,
+        "cpu_system_seconds": usage.ru_stime,
+        "samples": sampler.samples,
+    }
+
+
+def _phase_memory(
+    samples: list[tuple[float, int]], offset: float, seconds: dict[str, float], wall: float
+) -> dict[str, float]:
+    """The largest sampled RSS (MiB) of each phase; ``startup`` before the run, ``finish`` after.
+
+    Approximate: the run's untimed work (opening the source, finding the email column, starting
+    the engine, loading the results before the write, the summary) is counted as if it all came
+    before the read, where most of it is.
+    """
+    untimed = seconds.get("untimed", 0.0)
+    bounds = [("startup", 0.0, offset + untimed)]
+    at = offset + untimed
+    for phase in PHASES:
+        bounds.append((phase, at, at + seconds.get(phase, 0.0)))
+        at += seconds.get(phase, 0.0)
+    bounds.append(("finish", at, wall))
+    out = {}
+    for name, low, high in bounds:
+        inside = [rss for t, rss in samples if low <= t < high]
+        out[name] = round(max(inside) / 2**20, 1) if inside else None
+    return out
+
+
+def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    counts = plan(args.rows)
+    domains = min(args.domains, counts["distinct"])
+    started = time.perf_counter()
+    generated = generate_world(args.seed, domains=domains, addresses=counts["distinct"])
+    world_path = tmp / "world.json"
+    generated.write(world_path)
+    world_seconds = time.perf_counter() - started
+
+    csv_path = tmp / "contacts.csv"
+    started = time.perf_counter()
+    expected = write_csv(generated, counts, args.seed, csv_path)
+    csv_seconds = time.perf_counter() - started
+    out = tmp / "out"
+
+    with SandboxProcess(world_path, tmp / "state") as sandbox:
+        env = {
+            **os.environ,
+            **{k: sandbox.exports[k] for k in SANDBOX_SETTINGS},
+            "LISTHYGIENE_HELO": "bench.test",
+        }
+        figures = run_clean(csv_path, out, env)
+
+    report: dict[str, Any] = {
+        "seed": args.seed,
+        "rows": args.rows,
+        "domains": domains,
+        "world_addresses": len(generated.addresses),
+        "cpus": os.cpu_count(),
+        "setup_seconds": {"world": round(world_seconds, 2), "csv": round(csv_seconds, 2)},
+        "csv_mb": round(expected["size_bytes"] / 1e6, 1),
+        "csv_path": str(csv_path),
+        "command": " ".join(figures["command"]),
+        "returncode": figures["returncode"],
+        "wall_seconds": round(figures["wall_seconds"], 2),
+        "rows_per_second": round(args.rows / figures["wall_seconds"]),
+        "peak_rss_mib": round(figures["peak_rss_bytes"] / 2**20, 1),
+        "cpu_seconds": round(figures["cpu_user_seconds"] + figures["cpu_system_seconds"], 2),
+        "targets": {
+            "wall_seconds": TARGET_WALL_SECONDS,
+            "peak_rss_mib": TARGET_PEAK_BYTES / 2**20,
+        },
+    }
+    summary_path = out / "summary.json"
+    if figures["returncode"] != 0 or not summary_path.is_file():
+        report["error"] = figures["output"][-4000:]
+        report["checks"] = {"command succeeded": False}
+        report["targets_met"] = False
+        return report
+
+    summary = json.loads(summary_path.read_text())
+    seconds = dict(summary["timings"]["seconds"])
+    began = datetime.fromisoformat(summary["timings"]["started_at"]).timestamp()
+    offset = max(0.0, began - figures["epoch"])
+    seconds["startup"] = round(offset, 3)  # interpreter start, imports, CLI set-up
+    # inside the run, outside the four phases (source, column, engine, results, summary)
+    seconds["untimed"] = round(seconds["total"] - sum(seconds.get(p, 0.0) for p in PHASES), 3)
+    seconds["finish"] = round(figures["wall_seconds"] - offset - seconds["total"], 3)
+    file_rows = {
+        status: pq.read_metadata(out / f"{status}.parquet").num_rows
+        for status in summary["rows"]["by_status"]
+    }
+    by_status = summary["rows"]["by_status"]
+    want_status = {s: expected["by_status"].get(s, 0) for s in by_status}
+    quality = summary["quality"]
+    report.update(
+        {
+            "phase_seconds": seconds,
+            "phase_peak_rss_mib": _phase_memory(
+                figures["samples"], offset, seconds, figures["wall_seconds"]
+            ),
+            "by_status": by_status,
+            "expected_by_status": want_status,
+            "distinct_addresses": summary["addresses"]["distinct"],
+            "duplicate_rows": summary["addresses"]["duplicate_rows"],
+            "empty_email": summary["rows"]["empty_email"],
+            "quality": {
+                "passed": quality["passed"],
+                "failed": [c["name"] for c in quality["checks"] if not c["passed"]],
+            },
+            "parquet_rows": sum(file_rows.values()),
+            "parquet_mb": round(sum(f.stat().st_size for f in out.glob("*.parquet")) / 1e6, 1),
+        }
+    )
+    report["checks"] = {
+        "summary rows == input rows": summary["rows"]["total"] == args.rows,
+        "quality passed": bool(quality["passed"]),
+        "parquet rows == input rows": report["parquet_rows"] == args.rows,
+        "rows per status == the world's no-SMTP verdicts": by_status == want_status,
+        "distinct addresses == generated": report["distinct_addresses"]
+        == expected["distinct_addresses"],
+        "empty emails == blanks + placeholders": report["empty_email"] == expected["empty_email"],
+    }
+    report["expected_distinct_addresses"] = expected["distinct_addresses"]
+    report["expected_empty_email"] = expected["empty_email"]
+    report["targets_met"] = bool(
+        figures["wall_seconds"] <= TARGET_WALL_SECONDS
+        and figures["peak_rss_bytes"] <= TARGET_PEAK_BYTES
+    )
+    return report
+
+
+# -- output --------------------------------------------------------------------------------------
+
+
+def _human(r: dict[str, Any]) -> str:
+    lines = [
+        f"input        {r['rows']:,} rows, {r['csv_mb']} MB CSV; world seed {r['seed']}: "
+        f"{r['domains']:,} domains, {r['world_addresses']:,} addresses "
+        f"(set-up: world {r['setup_seconds']['world']} s, CSV {r['setup_seconds']['csv']} s)",
+        f"command      {r['command']}",
+    ]
+    if "error" in r:
+        lines.append(f"FAILED       exit {r['returncode']}:\n{r['error']}")
+        return "\n".join(lines)
+    s = r["phase_seconds"]
+    mem = r["phase_peak_rss_mib"]
+    lines += [
+        f"wall time    {r['wall_seconds']:.2f} s (target <= {TARGET_WALL_SECONDS:.0f} s), "
+        f"{r['rows_per_second']:,} rows/s; CPU {r['cpu_seconds']:.2f} s on {r['cpus']} CPUs",
+        f"peak memory  {r['peak_rss_mib']:.1f} MiB RSS (target <= {TARGET_PEAK_BYTES / 2**20:.0f} "
+        "MiB)",
+        "phases       "
+        + ", ".join(
+            f"{p} {s[p]:.2f} s"
+            for p in ("startup", *PHASES, "untimed", "finish")
+            if s.get(p) is not None
+        )
+        + f" (run total {s['total']:.2f} s)",
+        "phase RSS    "
+        + ", ".join(f"{p} {v} MiB" for p, v in mem.items() if v is not None)
+        + " (largest 50 ms sample; phase bounds approximate)",
+        "statuses     " + "  ".join(f"{k} {v:,}" for k, v in r["by_status"].items()),
+        f"addresses    {r['distinct_addresses']:,} distinct, {r['duplicate_rows']:,} duplicate "
+        f"rows, {r['empty_email']:,} empty emails",
+        f"quality      {'passed' if r['quality']['passed'] else 'FAILED'}"
+        + (f" ({', '.join(r['quality']['failed'])})" if r["quality"]["failed"] else ""),
+        f"output       {r['parquet_rows']:,} Parquet rows, {r['parquet_mb']} MB",
+    ]
+    for name, ok in r["checks"].items():
+        lines.append(f"check        {'ok' if ok else 'FAILED'}: {name}")
+    if not r["checks"]["rows per status == the world's no-SMTP verdicts"]:
+        lines.append(f"             expected {r['expected_by_status']}")
+    lines.append(f"targets      {'met' if r['targets_met'] else 'MISSED'}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--domains", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the CSV, the world and the outputs"
+    )
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    if args.rows < 100:
+        parser.error("--rows must be at least 100")
+
+    tmp = Path(tempfile.mkdtemp(prefix="listhygiene-pipeline-bench-"))
+    try:
+        report = measure(args, tmp)
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    report["kept"] = str(tmp) if args.keep else None
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print(_human(report))
+        if args.keep:
+            print(f"kept         {tmp}")
+    ok = report["targets_met"] and all(report["checks"].values())
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""One SQLAlchemy engine per database URL, set up for several threads and several processes.
+
+- ``postgresql://`` (and ``postgres://``) use psycopg 3.
+- SQLite runs in WAL mode (readers do not block the writer), waits up to 30 s for a lock
+  instead of failing, enforces foreign keys, and may be used from any thread. Python's sqlite3
+  module does not begin a transaction before DDL or before a read, so the engine takes over:
+  every transaction starts with an explicit ``BEGIN``, and :func:`transaction` with
+  ``write=True`` starts with ``BEGIN IMMEDIATE``, which takes the write lock at once. A
+  transaction that reads and then writes must do that: in WAL mode a deferred one that finds
+  another writer has committed since its read fails with "database is locked" at once, whatever
+  the busy timeout.
+"""
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import StaticPool
+
+__all__ = ["make_engine", "normalize_url", "transaction"]
+
+BUSY_TIMEOUT_SECONDS = 30
+_BEGIN = "listhygiene_sqlite_begin"
+
+
+def normalize_url(url: str | URL) -> URL:
+    """The URL with the driver the service uses: psycopg 3 for PostgreSQL."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def make_engine(url: str | URL, **kwargs: Any) -> Engine:
+    """An engine for ``url`` (``sqlite:///path.db`` or ``postgresql://…``)."""
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(parsed, **kwargs)
+    if parsed.drivername == "postgresql+psycopg":
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise ImportError(
+                "PostgreSQL needs the psycopg driver: pip install 'psycopg[binary]'"
+            ) from None
+    kwargs.setdefault("pool_pre_ping", True)
+    kwargs.setdefault("pool_size", 10)
+    kwargs.setdefault("max_overflow", 20)
+    return create_engine(parsed, **kwargs)
+
+
+def _sqlite_engine(url: URL, **kwargs: Any) -> Engine:
+    if sqlite3.sqlite_version_info < (3, 35):
+        raise RuntimeError(
+            f"SQLite {sqlite3.sqlite_version} is too old: the store needs 3.35 or later (RETURNING)"
+        )
+    connect_args = kwargs.pop("connect_args", {})
+    connect_args.setdefault("check_same_thread", False)
+    connect_args.setdefault("timeout", BUSY_TIMEOUT_SECONDS)
+    if url.database in (None, "", ":memory:"):
+        # One shared connection, or every connection would see its own empty database. Meant
+        # for tests in one thread: threads would share that connection's transaction.
+        kwargs.setdefault("poolclass", StaticPool)
+    engine = create_engine(url, connect_args=connect_args, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # no implicit BEGIN: see _on_begin
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_SECONDS * 1000}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        connection.exec_driver_sql(connection.get_execution_options().get(_BEGIN, "BEGIN"))
+
+    return engine
+
+
+@contextmanager
+def transaction(engine: Engine, *, write: bool = False) -> Iterator[Connection]:
+    """A connection in a transaction, committed on success and rolled back on error.
+
+    ``write=True`` for a transaction that writes after reading: on SQLite it takes the write lock
+    first (``BEGIN IMMEDIATE``); PostgreSQL needs nothing more than its row locks.
+    """
+    with engine.connect() as connection:
+        if write and engine.dialect.name == "sqlite":
+            connection.execution_options(**{_BEGIN: "BEGIN IMMEDIATE"})
+        with connection.begin():
+            yield connection

@@ -1,0 +1,301 @@
+"""The service's store: API keys, credits and rate windows, in SQLite or PostgreSQL.
+
+Design, for the parts of the service that build on it:
+
+- **Keys are stored hashed** (SHA-256 of the key): a stolen database or backup grants nothing.
+  The plain key is returned once, by :meth:`Store.create_key`. Keys are 256 random bits, so a
+  fast hash is safe, and authentication is one indexed lookup of the hash.
+- **Credits are reserved before work and settled after.** A batch or job asks for one credit per
+  distinct address up front, with one conditional ``UPDATE … WHERE credits_balance >= n``; the
+  database applies it atomically, so concurrent requests, threads or processes can never
+  overdraw (the losers simply get "insufficient credits"). Unknown results are free, so once the
+  work is done their credits are refunded. Both take an optional connection, so a reservation can
+  commit in the same transaction as the job it pays for.
+- **Rate limits are fixed windows counted in the database**, because several server processes
+  share one key's limits; counting in memory would multiply them. Each request is one upsert that
+  increments the window's row and returns the new count, atomic on both databases; a refused
+  request does not count. Fixed windows also give form B its ``X-RateLimit-Reset`` for free.
+- **Jobs will be claimed with ``SELECT … FOR UPDATE SKIP LOCKED``** on PostgreSQL (written next):
+  each worker takes a different pending job without waiting on the others and without a broker;
+  on SQLite, which has one writer at a time, ``BEGIN IMMEDIATE`` gives the same guarantee. A
+  claim carries a heartbeat, so a job whose worker died is claimed again, and results already
+  in ``job_results`` are neither verified nor charged twice.
+"""
+
+import hashlib
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any, NamedTuple, Self, TypeVar
+
+from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL
+
+from listhygiene.service.store.engine import make_engine, transaction
+from listhygiene.service.store.migrate import upgrade
+from listhygiene.service.store.models import PLANS, ApiKey, RateWindow, new_id, utcnow
+
+__all__ = ["KEY_PREFIX", "LIMIT_FIELDS", "ApiKeyRow", "Credits", "RateHit", "Store", "hash_key"]
+
+KEY_PREFIX = "lh_"
+#: The rate-limit overrides a key may carry (null: the default; see limits.py).
+LIMIT_FIELDS = (
+    "a_single_per_minute",
+    "a_bulk_per_minute",
+    "a_file_per_minute",
+    "a_other_per_minute",
+    "b_per_hour",
+    "b_per_day",
+)
+_T = TypeVar("_T")
+
+
+def hash_key(key: str) -> str:
+    """What is stored of a key: the lowercase hex SHA-256 of its UTF-8 bytes."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ApiKeyRow:
+    """An API key as the service sees it (everything but the hash)."""
+
+    id: str
+    name: str
+    key_prefix: str
+    plan: str
+    credits_balance: int
+    credits_consumed: int
+    credits_added: int
+    a_single_per_minute: int | None
+    a_bulk_per_minute: int | None
+    a_file_per_minute: int | None
+    a_other_per_minute: int | None
+    b_per_hour: int | None
+    b_per_day: int | None
+    active: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+_KEY_COLUMNS = [ApiKey.__table__.c[f.name] for f in fields(ApiKeyRow)]
+
+
+@dataclass(frozen=True)
+class Credits:
+    """A key's credit account."""
+
+    balance: int
+    consumed: int
+    added: int
+    updated_at: datetime
+
+
+class RateHit(NamedTuple):
+    """The answer of :meth:`Store.rate_window_hit`."""
+
+    allowed: bool
+    remaining: int
+    #: Epoch seconds at which the window ends and the count starts again.
+    reset: int
+
+
+class Store:
+    """The database behind ``listhygiene serve``.
+
+    ``Store(url)`` opens ``sqlite:///path.db`` or ``postgresql://…`` and migrates it to the
+    newest schema (``migrate=False`` skips that). It is safe to share between threads, and any
+    number of processes may open the same database.
+    """
+
+    def __init__(self, url: str | URL, *, migrate: bool = True, **engine_options: Any) -> None:
+        self.engine: Engine = make_engine(url, **engine_options)
+        if migrate:
+            upgrade(self.engine)
+
+    @property
+    def backend(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self.engine.dialect.name
+
+    def transaction(self, *, write: bool = False) -> AbstractContextManager[Connection]:
+        """A connection in a transaction; ``write=True`` if it writes after reading."""
+        return transaction(self.engine, write=write)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- keys -----------------------------------------------------------------------------------
+
+    def create_key(
+        self,
+        name: str,
+        credits: int,
+        plan: str = "professional",
+        *,
+        limits: Mapping[str, int | None] | None = None,
+    ) -> tuple[str, ApiKeyRow]:
+        """Create a key with ``credits``; returns the plain key (shown only now) and its row.
+
+        ``limits`` sets custom rate limits (names from :data:`LIMIT_FIELDS`).
+        """
+        if plan not in PLANS:
+            raise ValueError(f"unknown plan {plan!r}: one of {', '.join(PLANS)}")
+        if credits < 0:
+            raise ValueError("credits must not be negative")
+        unknown = set(limits or {}) - set(LIMIT_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown rate limits: {', '.join(sorted(unknown))}")
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        key_id, now = new_id(), utcnow()
+        with self.transaction() as conn:
+            conn.execute(
+                insert(ApiKey).values(
+                    id=key_id,
+                    name=name,
+                    key_hash=hash_key(key),
+                    key_prefix=key[:8],
+                    plan=plan,
+                    credits_balance=credits,
+                    credits_consumed=0,
+                    credits_added=credits,
+                    created_at=now,
+                    updated_at=now,
+                    **(limits or {}),
+                )
+            )
+            row = self._key_where(conn, ApiKey.id == key_id)
+        assert row is not None
+        return key, row
+
+    def authenticate(self, key: str | None) -> ApiKeyRow | None:
+        """The active key whose hash matches ``key``, or None."""
+        if not key or not key.startswith(KEY_PREFIX):
+            return None
+        with self.transaction() as conn:
+            return self._key_where(conn, ApiKey.key_hash == hash_key(key), ApiKey.active)
+
+    def get_key(self, key_id: str) -> ApiKeyRow | None:
+        with self.transaction() as conn:
+            return self._key_where(conn, ApiKey.id == key_id)
+
+    @staticmethod
+    def _key_where(conn: Connection, *where: Any) -> ApiKeyRow | None:
+        row = conn.execute(select(*_KEY_COLUMNS).where(*where)).mappings().first()
+        return ApiKeyRow(**row) if row is not None else None
+
+    # -- credits --------------------------------------------------------------------------------
+
+    def reserve_credits(self, key_id: str, amount: int, *, conn: Connection | None = None) -> bool:
+        """Take ``amount`` credits if the balance has them; False (and nothing taken) if not."""
+        _check_amount(amount)
+        statement = (
+            update(ApiKey)
+            .where(ApiKey.id == key_id, ApiKey.credits_balance >= amount)
+            .values(
+                credits_balance=ApiKey.credits_balance - amount,
+                credits_consumed=ApiKey.credits_consumed + amount,
+            )
+        )
+        return self._run(conn, lambda c: c.execute(statement).rowcount == 1)
+
+    def refund_credits(self, key_id: str, amount: int, *, conn: Connection | None = None) -> None:
+        """Give back ``amount`` reserved credits that were not used (e.g. unknown results)."""
+        _check_amount(amount)
+        statement = (
+            update(ApiKey)
+            .where(ApiKey.id == key_id, ApiKey.credits_consumed >= amount)
+            .values(
+                credits_balance=ApiKey.credits_balance + amount,
+                credits_consumed=ApiKey.credits_consumed - amount,
+            )
+        )
+        if not self._run(conn, lambda c: c.execute(statement).rowcount == 1):
+            raise LookupError(f"no key {key_id!r} with {amount} credits consumed to refund")
+
+    def add_credits(self, key_id: str, amount: int, *, conn: Connection | None = None) -> None:
+        """Top up a key's balance."""
+        _check_amount(amount)
+        statement = (
+            update(ApiKey)
+            .where(ApiKey.id == key_id)
+            .values(
+                credits_balance=ApiKey.credits_balance + amount,
+                credits_added=ApiKey.credits_added + amount,
+            )
+        )
+        if not self._run(conn, lambda c: c.execute(statement).rowcount == 1):
+            raise LookupError(f"no key {key_id!r}")
+
+    def credits(self, key_id: str) -> Credits:
+        """The key's balance, consumption and top-ups; LookupError for an unknown key."""
+        key = self.get_key(key_id)
+        if key is None:
+            raise LookupError(f"no key {key_id!r}")
+        return Credits(
+            balance=key.credits_balance,
+            consumed=key.credits_consumed,
+            added=key.credits_added,
+            updated_at=key.updated_at,
+        )
+
+    # -- rate limits ----------------------------------------------------------------------------
+
+    def rate_window_hit(
+        self,
+        key_id: str,
+        bucket: str,
+        window_seconds: int,
+        limit: int,
+        now: float | None = None,
+    ) -> RateHit:
+        """Count one request in the fixed window of ``bucket`` that holds ``now``.
+
+        Allowed while the window has counted fewer than ``limit``; a refused request is not
+        counted. One statement, atomic across threads and processes.
+        """
+        if window_seconds <= 0:
+            raise ValueError("window_seconds must be positive")
+        moment = int(time.time() if now is None else now)
+        window_start = moment - moment % window_seconds
+        reset = window_start + window_seconds
+        if limit <= 0:
+            return RateHit(False, 0, reset)
+        dialect_insert = postgresql.insert if self.backend == "postgresql" else sqlite.insert
+        statement = (
+            dialect_insert(RateWindow)
+            .values(api_key_id=key_id, bucket=bucket, window_start=window_start, count=1)
+            .on_conflict_do_update(
+                index_elements=[RateWindow.api_key_id, RateWindow.bucket, RateWindow.window_start],
+                set_={"count": RateWindow.count + 1},
+                where=RateWindow.count < limit,
+            )
+            .returning(RateWindow.count)
+        )
+        with self.transaction() as conn:
+            count = conn.execute(statement).scalar_one_or_none()
+        if count is None:  # the window was full: the update's WHERE did not match
+            return RateHit(False, 0, reset)
+        return RateHit(True, limit - count, reset)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _run(self, conn: Connection | None, work: Callable[[Connection], _T]) -> _T:
+        if conn is not None:
+            return work(conn)
+        with self.transaction() as own:
+            return work(own)
+
+
+def _check_amount(amount: int) -> None:
+    if amount < 0:
+        raise ValueError("a credit amount must not be negative")
