@@ -11,6 +11,7 @@ from listhygiene._version import __version__
 from listhygiene.cli.clean import clean
 from listhygiene.cli.keys import keys
 from listhygiene.cli.sandbox import sandbox
+from listhygiene.cli.serve import serve
 from listhygiene.cli.verify import verify
 
 __all__ = ["main"]
@@ -28,4 +29,5 @@ def main(verbose: int) -> None:
 main.add_command(clean)
 main.add_command(keys)
 main.add_command(sandbox)
+main.add_command(serve)
 main.add_command(verify)

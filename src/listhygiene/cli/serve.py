@@ -1,0 +1,98 @@
+"""``listhygiene serve``: the HTTP service, form A under /a/v1 and form B under /b/v1.
+
+Heavy modules (FastAPI, uvicorn, SQLAlchemy) are imported inside the command.
+"""
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from listhygiene.cli.keys import DEFAULT_DB
+from listhygiene.cli.options import build_settings, engine_options
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--db",
+    envvar="LISTHYGIENE_DB",
+    default=DEFAULT_DB,
+    show_default=True,
+    metavar="URL",
+    help="sqlite:///path.db or postgresql://user@host/db. [env: LISTHYGIENE_DB]",
+)
+@click.option(
+    "--ssl-certfile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TLS certificate (PEM); with --ssl-keyfile, serve HTTPS.",
+)
+@click.option(
+    "--ssl-keyfile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TLS private key (PEM).",
+)
+@click.option(
+    "--allow-http-webhooks", is_flag=True, help="Accept http:// webhook URLs (local use, tests)."
+)
+@click.option(
+    "--allow-private-webhooks",
+    is_flag=True,
+    help="Accept webhook URLs on private or loopback addresses (local use, tests).",
+)
+@engine_options
+def serve(
+    host: str,
+    port: int,
+    db: str,
+    ssl_certfile: Path | None,
+    ssl_keyfile: Path | None,
+    allow_http_webhooks: bool,
+    allow_private_webhooks: bool,
+    engine_settings: dict[str, Any],
+) -> None:
+    """Serve the verification API: form A at /a/v1, form B at /b/v1.
+
+    Keys come from `listhygiene keys create` on the same --db.
+
+    \b
+    Example:
+        KEY=$(listhygiene keys create --db sqlite:///lh.db --name acme --credits 100)
+        listhygiene serve --db sqlite:///lh.db --port 8080 &
+        curl -H "LISTHYGIENE-API-KEY: $KEY" -H 'Content-Type: application/json' \\
+             -d '{"email": "alice@example.com"}' http://127.0.0.1:8080/a/v1/verify/single
+    """
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        raise click.UsageError("--ssl-certfile and --ssl-keyfile go together")
+    settings = build_settings(engine_settings)
+
+    import uvicorn
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from listhygiene.engine import Engine
+    from listhygiene.service.app import create_app
+    from listhygiene.service.store import Store
+
+    try:
+        store = Store(db)
+    except (SQLAlchemyError, OSError, ImportError) as exc:
+        reason = getattr(exc, "orig", None) or exc
+        raise click.ClickException(f"cannot use the database: {reason}") from None
+    app = create_app(
+        store,
+        Engine(settings),
+        allow_http_webhooks=allow_http_webhooks,
+        allow_private_webhooks=allow_private_webhooks,
+    )
+    try:
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
+            ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
+            log_level="info",
+        )
+    finally:
+        store.close()

@@ -1,0 +1,197 @@
+"""The HTTP service: form A under ``/a/v1`` and form B under ``/b/v1`` of one root app.
+
+Each form is a sub-application with its own error handlers, so that every answer under its mount
+is in the form's own body (listhygiene.errors): the service's errors, FastAPI's validation errors
+(400 ``4000`` / ``INVALID_REQUEST``), unmatched paths (404 ``4040`` / ``NOT_FOUND``) and any
+unexpected exception (500 ``1000`` / ``INTERNAL_ERROR``, never a traceback).
+"""
+
+import asyncio
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from listhygiene.engine import Engine
+from listhygiene.engine.syntax import parse_address
+from listhygiene.errors import (
+    FormABadRequest,
+    FormAInternalError,
+    FormANotFound,
+    FormBInternalError,
+    FormBInvalidRequest,
+    FormBNotFound,
+    ServiceError,
+)
+from listhygiene.results import VerificationResult
+from listhygiene.service.store import Store
+
+__all__ = ["create_app", "error_response", "form_app", "verify_charged"]
+
+log = logging.getLogger(__name__)
+
+_FORMS: dict[str, dict[str, type[ServiceError]]] = {
+    "a": {"bad": FormABadRequest, "not_found": FormANotFound, "internal": FormAInternalError},
+    "b": {"bad": FormBInvalidRequest, "not_found": FormBNotFound, "internal": FormBInternalError},
+}
+
+
+def error_response(request_state: dict[str, Any] | None, error: ServiceError) -> JSONResponse:
+    """The response of ``error`` in its form, with its rate-limit headers if the key is known."""
+    headers: dict[str, str] = dict((request_state or {}).get("rate_headers") or {})
+    if error.retry_after is not None:
+        headers["Retry-After"] = str(error.retry_after)
+    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+def _state(request: Request) -> dict[str, Any]:
+    state = request.scope.get("state")
+    return state if isinstance(state, dict) else {}
+
+
+def _describe(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        parts.append(f"{where or 'body'}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "Invalid request body"
+
+
+class _CatchAll:
+    """Turns an exception no handler took into the form's 500, never a traceback."""
+
+    def __init__(self, app: ASGIApp, form: str) -> None:
+        self.app = app
+        self.form = form
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception:
+            log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
+            if started:
+                raise
+            state = scope.get("state")
+            error = _FORMS[self.form]["internal"]()
+            response = error_response(state if isinstance(state, dict) else None, error)
+            await response(scope, receive, send)
+
+
+def form_app(form: str) -> FastAPI:
+    """An empty sub-application of ``form`` ("a" or "b") with the form's error handling."""
+    classes = _FORMS[form]
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(ServiceError)
+    async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
+        return error_response(_state(request), exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(_state(request), classes["bad"](details=_describe(exc)))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            error: ServiceError = classes["not_found"](details=f"No such path: {request.url.path}")
+        elif exc.status_code >= 500:
+            error = classes["internal"]()
+        else:
+            # e.g. 405: the form's bad request, with the real status
+            error = classes["bad"](details=str(exc.detail), status=exc.status_code)
+        return error_response(_state(request), error)
+
+    app.add_middleware(_CatchAll, form=form)
+    return app
+
+
+def create_app(
+    store: Store,
+    engine: Engine,
+    *,
+    allow_http_webhooks: bool = False,
+    allow_private_webhooks: bool = False,
+) -> FastAPI:
+    """The service: form A at ``/a/v1``, form B at ``/b/v1``."""
+    from listhygiene.service import form_a, form_b
+
+    root = FastAPI(title="listhygiene", docs_url=None, redoc_url=None, openapi_url=None)
+    app_a = form_a.build(form_app("a"))
+    app_b = form_b.build(form_app("b"))
+    for sub in (root, app_a, app_b):
+        sub.state.store = store
+        sub.state.engine = engine
+        sub.state.allow_http_webhooks = allow_http_webhooks
+        sub.state.allow_private_webhooks = allow_private_webhooks
+    root.mount("/a/v1", app_a)
+    root.mount("/b/v1", app_b)
+    return root
+
+
+async def verify_charged(
+    request: Request,
+    key_id: str,
+    emails: list[str],
+    *,
+    check_smtp: bool,
+    insufficient: type[ServiceError],
+    timeout: float | None = None,  # noqa: ASYNC109 - credits are refunded on time-out
+) -> tuple[dict[str, VerificationResult], int]:
+    """Verify ``emails`` on ``key_id``'s credits: ``({input: result}, credits kept)``.
+
+    As many credits as distinct addresses are reserved first (``insufficient`` is raised when the
+    balance does not have them); once verified, the credits of unknown results (free) are
+    refunded, and so is everything if the verification fails or exceeds ``timeout`` seconds
+    (``TimeoutError``).
+    """
+    store: Store = request.app.state.store
+    engine: Engine = request.app.state.engine
+
+    def distinct(email: str) -> str:
+        parsed = parse_address(email)
+        return parsed.email if parsed is not None else email
+
+    wanted = {distinct(e) for e in emails}
+    if not await run_in_threadpool(store.reserve_credits, key_id, len(wanted)):
+        raise insufficient(details=f"{len(wanted)} credits needed")
+
+    async def run() -> dict[str, VerificationResult]:
+        found: dict[str, VerificationResult] = {}
+        async for given, result in engine.verify_each(emails, check_smtp=check_smtp):
+            found[str(given)] = result
+        return found
+
+    # Not asyncio.wait_for: it waits for the cancelled verification to wind down (an SMTP step
+    # can take its own time limit to notice), and the answer must not wait for that.
+    task = asyncio.ensure_future(run())
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved, never logged
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        if not done:
+            raise TimeoutError
+        results = task.result()
+    except BaseException:
+        task.cancel()
+        # synchronous (one quick UPDATE): an await could be cancelled too, and the refund lost
+        store.refund_credits(key_id, len(wanted))
+        raise
+    kept = len({distinct(given) for given, r in results.items() if r.credits_used > 0})
+    if len(wanted) > kept:
+        await run_in_threadpool(store.refund_credits, key_id, len(wanted) - kept)
+    return results, kept

@@ -1,0 +1,108 @@
+"""API keys and rate limits of both forms, as FastAPI dependencies.
+
+Form A reads the key from the ``LISTHYGIENE-API-KEY`` header and limits each endpoint type per
+minute (429 ``4290`` with a ``Retry-After`` header). Form B reads ``Authorization: Bearer <key>``
+and limits every authenticated request of a key per hour and per day, by plan; the hourly window
+goes in the ``X-RateLimit-*`` headers of every response once the key is known, errors included
+(the headers are kept in ``request.state.rate_headers``, which the error handlers read too).
+
+The store is synchronous (SQLAlchemy), so its calls run in the thread pool.
+"""
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+from fastapi import Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from listhygiene.errors import (
+    FormAInvalidApiKey,
+    FormARateLimited,
+    FormBInvalidApiKey,
+    FormBRateLimitExceeded,
+)
+from listhygiene.service.store import ApiKeyRow, RateHit, Store, form_a_limit, form_b_limits
+
+__all__ = ["FORM_A_KEY_HEADER", "FormBKey", "form_a_key", "form_b_key"]
+
+FORM_A_KEY_HEADER = "LISTHYGIENE-API-KEY"
+AEndpoint = Literal["single", "bulk", "file", "other"]
+
+
+def _store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+def _seconds_until(reset: int) -> int:
+    return max(1, reset - int(time.time()))
+
+
+def form_a_key(endpoint: AEndpoint) -> Callable[[Request], Awaitable[ApiKeyRow]]:
+    """A dependency: the request's form A key, after counting it against ``endpoint``'s limit."""
+
+    async def dependency(request: Request) -> ApiKeyRow:
+        store = _store(request)
+        key = await run_in_threadpool(store.authenticate, request.headers.get(FORM_A_KEY_HEADER))
+        if key is None:
+            raise FormAInvalidApiKey(
+                details="Provide a valid key in the LISTHYGIENE-API-KEY header"
+            )
+        limit = form_a_limit(key, endpoint)
+        hit: RateHit = await run_in_threadpool(
+            store.rate_window_hit, key.id, limit.bucket, limit.window_seconds, limit.limit
+        )
+        if not hit.allowed:
+            wait = _seconds_until(hit.reset)
+            raise FormARateLimited(
+                details=f"At most {limit.limit} {endpoint} requests per minute; retry in {wait} s",
+                retry_after=wait,
+            )
+        return key
+
+    return dependency
+
+
+class FormBKey:
+    """A form B request's key, with the state of its hourly window."""
+
+    def __init__(self, row: ApiKeyRow, hour_limit: int, hour_hit: RateHit) -> None:
+        self.row = row
+        self.hour_limit = hour_limit
+        self.hour_hit = hour_hit
+
+
+async def form_b_key(request: Request, response: Response) -> FormBKey:
+    """A dependency: the request's bearer key, counted in its hourly and daily windows."""
+    store = _store(request)
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    key = None
+    if scheme.lower() == "bearer":
+        key = await run_in_threadpool(store.authenticate, token.strip())
+    if key is None:
+        raise FormBInvalidApiKey(details="Send Authorization: Bearer <API key>")
+    hour, day = form_b_limits(key)
+    hour_hit: RateHit = await run_in_threadpool(
+        store.rate_window_hit, key.id, hour.bucket, hour.window_seconds, hour.limit
+    )
+    refused: RateHit | None = None if hour_hit.allowed else hour_hit
+    if refused is None:
+        day_hit: RateHit = await run_in_threadpool(
+            store.rate_window_hit, key.id, day.bucket, day.window_seconds, day.limit
+        )
+        if not day_hit.allowed:
+            refused = day_hit
+    headers = {
+        "X-RateLimit-Limit": str(hour.limit),
+        "X-RateLimit-Remaining": str(hour_hit.remaining),
+        "X-RateLimit-Reset": str(hour_hit.reset),
+    }
+    request.state.rate_headers = headers
+    response.headers.update(headers)
+    if refused is not None:
+        wait = _seconds_until(refused.reset)
+        raise FormBRateLimitExceeded(
+            f"Rate limit exceeded; retry in {wait} seconds", retry_after=wait
+        )
+    return FormBKey(key, hour.limit, hour_hit)

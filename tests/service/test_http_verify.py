@@ -1,0 +1,477 @@
+"""The service over real HTTP: uvicorn on loopback, a SQLite store, the engine on the sandbox."""
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from listhygiene.engine import Engine, EngineSettings
+from listhygiene.results import FORM_A_BATCH_FIELDS, FORM_A_FIELDS
+from listhygiene.sandbox import Sandbox
+from listhygiene.service.app import create_app
+from listhygiene.service.store import Store
+
+VALID = "alice.johnson@acme-corp.test"
+NO_MAILBOX = "nobody.here@acme-corp.test"
+SERVFAIL = "claire.dupont@humongous-insurance.test"  # unknown, fast
+TARPIT = "liam.oconnor@margie-travel.test"  # banner after 3 s
+
+ENVELOPE = {"success", "code", "message", "data"}
+ERROR_A = {"success", "code", "message", "error"}
+B_RESULT = {"email", "status", "result", "score", "reason", "credits_used"}
+B_RESULT_OBJECT = {
+    "deliverable",
+    "valid_format",
+    "valid_domain",
+    "valid_mx",
+    "disposable",
+    "role",
+    "catchall",
+    "free",
+    "smtp_valid",
+}
+RATE_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
+
+
+class _Server:
+    """uvicorn in a background thread on a free loopback port."""
+
+    def __init__(self, app: Any) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the server did not start")
+            time.sleep(0.02)
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *_exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+class FailingEngine:
+    """An engine that always fails: the service must answer 500 without a traceback."""
+
+    async def verify_each(self, emails: Any, *, check_smtp: bool | None = None) -> Any:
+        raise RuntimeError("secret internal detail")
+        yield  # pragma: no cover
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    with Sandbox("sample_data/world.json") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    path: Path = tmp_path_factory.mktemp("http") / "store.db"
+    with Store(f"sqlite:///{path}") as opened:
+        yield opened
+
+
+@pytest.fixture(scope="module")
+def base_url(sandbox: Sandbox, store: Store) -> Iterator[str]:
+    settings = EngineSettings(
+        dns_server=sandbox.dns_server,
+        smtp_port=sandbox.smtp_port,
+        allow_private_mx=True,
+        helo="verifier.test",
+        smtp_timeout=2,
+        dns_timeout=1,
+        retry_delays=(2,),
+    )
+    with _Server(create_app(store, Engine(settings))) as url:
+        yield url
+
+
+@pytest.fixture
+def client(base_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=base_url, timeout=30) as opened:
+        yield opened
+
+
+def new_key(store: Store, credits: int = 100, **kwargs: Any) -> str:
+    key, _ = store.create_key("test", credits, **kwargs)
+    return key
+
+
+def a(key: str) -> dict[str, str]:
+    return {"LISTHYGIENE-API-KEY": key}
+
+
+def b(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def assert_a_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == ERROR_A
+    assert body["success"] is False
+    assert body["code"] == code
+    assert body["error"]["code"] == code
+    assert isinstance(body["message"], str)
+    assert isinstance(body["error"]["message"], str)
+    return body
+
+
+def assert_b_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str)
+    return body["error"]
+
+
+# -- form A: results ---------------------------------------------------------------------------
+
+
+def test_a_single_valid(client: httpx.Client, store: Store) -> None:
+    key = new_key(store)
+    response = client.post("/a/v1/verify/single", json={"email": VALID}, headers=a(key))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert set(body) == ENVELOPE
+    assert (body["success"], body["code"], body["message"]) == (True, "0", "Success")
+    data = body["data"]
+    assert list(data) == list(FORM_A_FIELDS)
+    assert data["email"] == VALID
+    assert data["status"] == "valid"
+    assert data["is_deliverable"] is True
+    assert data["smtp_check"] is True
+    assert data["reason"] is None
+    assert data["credits_used"] == 1
+    assert set(data["domain_reputation"]) == {"mx_ip", "is_listed", "blacklists", "checked"}
+    assert store.credits(store.authenticate(key).id).balance == 99  # type: ignore[union-attr]
+
+
+def test_a_single_invalid_mailbox_and_no_smtp(client: httpx.Client, store: Store) -> None:
+    key = new_key(store)
+    data = client.post("/a/v1/verify/single", json={"email": NO_MAILBOX}, headers=a(key)).json()[
+        "data"
+    ]
+    assert (data["status"], data["reason"]) == ("invalid", "mailbox_not_found")
+    assert list(data) == list(FORM_A_FIELDS)
+    data = client.post(
+        "/a/v1/verify/single", json={"email": NO_MAILBOX, "check_smtp": False}, headers=a(key)
+    ).json()["data"]
+    assert (data["status"], data["smtp_check"], data["score"]) == ("valid", False, 0.9)
+
+
+def test_a_single_invalid_syntax_is_a_result(client: httpx.Client, store: Store) -> None:
+    key = new_key(store)
+    response = client.post("/a/v1/verify/single", json={"email": "bad@@x"}, headers=a(key))
+    assert response.status_code == 200, response.text
+    data = response.json()["data"]
+    assert list(data) == list(FORM_A_FIELDS)
+    assert (data["status"], data["reason"]) == ("invalid", "invalid_syntax")
+
+
+def test_a_unknown_is_free(client: httpx.Client, store: Store) -> None:
+    key = new_key(store, 5)
+    data = client.post("/a/v1/verify/single", json={"email": SERVFAIL}, headers=a(key)).json()[
+        "data"
+    ]
+    assert (data["status"], data["credits_used"]) == ("unknown", 0)
+    credits = client.get("/a/v1/credits", headers=a(key)).json()["data"]
+    assert (credits["credits_balance"], credits["credits_consumed"]) == (5, 0)
+
+
+def test_a_bulk(client: httpx.Client, store: Store) -> None:
+    key = new_key(store, 10)
+    emails = [VALID, NO_MAILBOX, SERVFAIL, "bad@@x", VALID]
+    response = client.post("/a/v1/verify/bulk", json={"emails": emails}, headers=a(key))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert set(body) == ENVELOPE
+    assert body["success"] is True
+    data = body["data"]
+    assert set(data) == {
+        "results",
+        "total_emails",
+        "valid_emails",
+        "invalid_emails",
+        "credits_used",
+        "process_time",
+    }
+    assert [item["email"] for item in data["results"]] == emails
+    for item in data["results"]:
+        assert list(item) == list(FORM_A_BATCH_FIELDS)
+    assert [item["status"] for item in data["results"]] == [
+        "valid",
+        "invalid",
+        "unknown",
+        "invalid",
+        "valid",
+    ]
+    assert (data["total_emails"], data["valid_emails"], data["invalid_emails"]) == (5, 2, 2)
+    # distinct addresses, the unknown one free: VALID, NO_MAILBOX, bad@@x
+    assert data["credits_used"] == 3
+    assert isinstance(data["process_time"], int)
+    credits = client.get("/a/v1/credits", headers=a(key)).json()["data"]
+    assert (credits["credits_balance"], credits["credits_consumed"]) == (7, 3)
+
+
+def test_a_bulk_limit(client: httpx.Client, store: Store) -> None:
+    key = new_key(store, 100)
+    fifty = [f"user{i}@humongous-insurance.test" for i in range(50)]
+    response = client.post("/a/v1/verify/bulk", json={"emails": fifty}, headers=a(key))
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["total_emails"] == 50
+    response = client.post("/a/v1/verify/bulk", json={"emails": [*fifty, VALID]}, headers=a(key))
+    assert_a_error(response, 400, "4000")
+
+
+def test_a_credits(client: httpx.Client, store: Store) -> None:
+    key, row = store.create_key("acme", 42)
+    response = client.get("/a/v1/credits", headers=a(key))
+    assert response.status_code == 200, response.text
+    data = response.json()["data"]
+    assert list(data) == [
+        "account_id",
+        "api_key_id",
+        "api_key_name",
+        "credits_balance",
+        "credits_consumed",
+        "credits_added",
+        "last_updated",
+    ]
+    assert (data["api_key_id"], data["api_key_name"]) == (row.id, "acme")
+    assert (data["credits_balance"], data["credits_consumed"], data["credits_added"]) == (42, 0, 42)
+    assert data["last_updated"].endswith("Z")
+
+
+# -- form A: errors ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("headers", [{}, {"LISTHYGIENE-API-KEY": "lh_not-a-key"}])
+def test_a_401(client: httpx.Client, headers: dict[str, str]) -> None:
+    for method, path, body in (
+        ("POST", "/a/v1/verify/single", {"email": VALID}),
+        ("POST", "/a/v1/verify/bulk", {"emails": [VALID]}),
+        ("GET", "/a/v1/credits", None),
+    ):
+        response = client.request(method, path, json=body, headers=headers)
+        assert_a_error(response, 401, "4010")
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/a/v1/verify/single", {}),
+        ("/a/v1/verify/single", {"email": 42}),
+        ("/a/v1/verify/single", {"email": None}),
+        ("/a/v1/verify/single", {"email": VALID, "check_smtp": "yes"}),
+        ("/a/v1/verify/single", ["not", "an", "object"]),
+        ("/a/v1/verify/bulk", {}),
+        ("/a/v1/verify/bulk", {"emails": VALID}),
+        ("/a/v1/verify/bulk", {"emails": []}),
+        ("/a/v1/verify/bulk", {"emails": [VALID, 7]}),
+        ("/a/v1/verify/bulk", {"emails": [VALID], "check_smtp": 1}),
+    ],
+)
+def test_a_400(client: httpx.Client, store: Store, path: str, body: Any) -> None:
+    key = new_key(store, 5)
+    assert_a_error(client.post(path, json=body, headers=a(key)), 400, "4000")
+    assert store.credits(store.authenticate(key).id).balance == 5  # type: ignore[union-attr]
+
+
+def test_a_400_not_json(client: httpx.Client, store: Store) -> None:
+    response = client.post(
+        "/a/v1/verify/single",
+        content=b"{not json",
+        headers={**a(new_key(store)), "Content-Type": "application/json"},
+    )
+    assert_a_error(response, 400, "4000")
+
+
+def test_a_402(client: httpx.Client, store: Store) -> None:
+    key = new_key(store, 0)
+    assert_a_error(
+        client.post("/a/v1/verify/single", json={"email": VALID}, headers=a(key)), 402, "4020"
+    )
+    key = new_key(store, 1)
+    response = client.post(
+        "/a/v1/verify/bulk", json={"emails": [VALID, NO_MAILBOX]}, headers=a(key)
+    )
+    assert_a_error(response, 402, "4020")
+    assert store.credits(store.authenticate(key).id).balance == 1  # type: ignore[union-attr]
+
+
+def test_a_404(client: httpx.Client, store: Store) -> None:
+    for headers in ({}, a(new_key(store))):
+        assert_a_error(client.get("/a/v1/no/such/path", headers=headers), 404, "4040")
+        assert_a_error(client.post("/a/v1/verify/nothing", headers=headers), 404, "4040")
+
+
+def test_a_429(client: httpx.Client, store: Store) -> None:
+    key = new_key(store, limits={"a_other_per_minute": 2})
+    assert client.get("/a/v1/credits", headers=a(key)).status_code == 200
+    assert client.get("/a/v1/credits", headers=a(key)).status_code == 200
+    response = client.get("/a/v1/credits", headers=a(key))
+    assert_a_error(response, 429, "4290")
+    assert response.json()["message"] == "Rate limit exceeded"
+    assert 1 <= int(response.headers["retry-after"]) <= 60
+    # the limit is per endpoint type: single verification still goes through
+    response = client.post("/a/v1/verify/single", json={"email": SERVFAIL}, headers=a(key))
+    assert response.status_code == 200, response.text
+
+
+def test_no_docs_routes(client: httpx.Client) -> None:
+    for path in ("/docs", "/redoc", "/openapi.json", "/a/v1/docs", "/b/v1/openapi.json"):
+        assert client.get(path).status_code == 404
+
+
+# -- form B ------------------------------------------------------------------------------------
+
+
+def test_b_verify(client: httpx.Client, store: Store) -> None:
+    key = new_key(store, 10)
+    response = client.post("/b/v1/verify", json={"email": VALID}, headers=b(key))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert list(body) == ["email", "status", "result", "score", "reason", "credits_used"]
+    assert set(body["result"]) == B_RESULT_OBJECT
+    assert (body["status"], body["credits_used"], body["reason"]) == ("valid", 1, None)
+    assert body["result"]["smtp_valid"] is True
+    for name in RATE_HEADERS:
+        assert response.headers[name].isdigit()
+
+    body = client.post("/b/v1/verify", json={"email": NO_MAILBOX}, headers=b(key)).json()
+    assert (body["status"], body["reason"]) == ("invalid", "mailbox_not_found")
+    body = client.post("/b/v1/verify", json={"email": SERVFAIL}, headers=b(key)).json()
+    assert (body["status"], body["credits_used"]) == ("unknown", 0)
+    credits = client.get("/b/v1/credits", headers=b(key)).json()
+    assert (credits["available"], credits["used"], credits["total"]) == (8, 2, 10)
+
+
+def test_b_credits(client: httpx.Client, store: Store) -> None:
+    key = new_key(store, 7, plan="starter")
+    response = client.get("/b/v1/credits", headers=b(key))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert set(body) == {"available", "used", "total", "plan", "resets_at", "rate_limit"}
+    assert (body["available"], body["used"], body["total"], body["plan"]) == (7, 0, 7, "starter")
+    assert body["rate_limit"] == {"requests_per_hour": 1000, "remaining": 999}
+    assert body["resets_at"].endswith("Z")
+    assert response.headers["x-ratelimit-limit"] == "1000"
+    assert response.headers["x-ratelimit-remaining"] == "999"
+
+
+@pytest.mark.parametrize(
+    "headers", [{}, {"Authorization": "Bearer lh_nope"}, {"Authorization": "Basic abc"}]
+)
+def test_b_401(client: httpx.Client, headers: dict[str, str]) -> None:
+    assert_b_error(
+        client.post("/b/v1/verify", json={"email": VALID}, headers=headers), 401, "INVALID_API_KEY"
+    )
+    assert_b_error(client.get("/b/v1/credits", headers=headers), 401, "INVALID_API_KEY")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"email": 3},
+        {"email": VALID, "smtp_check": "no"},
+        {"email": VALID, "timeout": 0},
+        {"email": VALID, "timeout": 30_001},
+        {"email": VALID, "timeout": "100"},
+        [VALID],
+    ],
+)
+def test_b_400_invalid_request(client: httpx.Client, store: Store, body: Any) -> None:
+    key = new_key(store, 5)
+    response = client.post("/b/v1/verify", json=body, headers=b(key))
+    assert_b_error(response, 400, "INVALID_REQUEST")
+    for name in RATE_HEADERS:
+        assert name in response.headers
+    assert store.credits(store.authenticate(key).id).balance == 5  # type: ignore[union-attr]
+
+
+def test_b_400_invalid_email(client: httpx.Client, store: Store) -> None:
+    key = new_key(store, 5)
+    response = client.post("/b/v1/verify", json={"email": "bad@@x"}, headers=b(key))
+    assert_b_error(response, 400, "INVALID_EMAIL")
+    assert store.credits(store.authenticate(key).id).balance == 5  # type: ignore[union-attr]
+
+
+def test_b_403_insufficient_credits(client: httpx.Client, store: Store) -> None:
+    key = new_key(store, 0)
+    response = client.post("/b/v1/verify", json={"email": VALID}, headers=b(key))
+    assert_b_error(response, 403, "INSUFFICIENT_CREDITS")
+    assert "x-ratelimit-limit" in response.headers
+
+
+def test_b_404(client: httpx.Client, store: Store) -> None:
+    for headers in ({}, b(new_key(store))):
+        assert_b_error(client.get("/b/v1/no/such/path", headers=headers), 404, "NOT_FOUND")
+
+
+def test_b_429(client: httpx.Client, store: Store) -> None:
+    key = new_key(store, limits={"b_per_hour": 2})
+    first = client.get("/b/v1/credits", headers=b(key))
+    assert (first.headers["x-ratelimit-limit"], first.headers["x-ratelimit-remaining"]) == (
+        "2",
+        "1",
+    )
+    second = client.post("/b/v1/verify", json={"email": "bad@@x"}, headers=b(key))  # counts too
+    assert second.status_code == 400
+    assert second.headers["x-ratelimit-remaining"] == "0"
+    third = client.get("/b/v1/credits", headers=b(key))
+    error = assert_b_error(third, 429, "RATE_LIMIT_EXCEEDED")
+    reset = int(third.headers["x-ratelimit-reset"])
+    assert third.headers["x-ratelimit-remaining"] == "0"
+    assert 1 <= error["retry_after"] <= 3600
+    assert abs(time.time() + error["retry_after"] - reset) <= 2
+
+
+def test_b_504_timeout(client: httpx.Client, store: Store) -> None:
+    key = new_key(store, 5)
+    started = time.monotonic()
+    response = client.post("/b/v1/verify", json={"email": TARPIT, "timeout": 1}, headers=b(key))
+    assert_b_error(response, 504, "TIMEOUT")
+    assert time.monotonic() - started < 2
+    assert store.credits(store.authenticate(key).id).balance == 5  # type: ignore[union-attr]
+
+
+# -- 500s --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def failing_url(store: Store) -> Iterator[str]:
+    with _Server(create_app(store, FailingEngine())) as url:  # type: ignore[arg-type]
+        yield url
+
+
+def test_500_both_forms(failing_url: str, store: Store) -> None:
+    key = new_key(store, 5)
+    with httpx.Client(base_url=failing_url) as client:
+        response = client.post("/a/v1/verify/single", json={"email": VALID}, headers=a(key))
+        body = assert_a_error(response, 500, "1000")
+        assert body["message"] == "Internal server error"
+        assert "secret" not in response.text
+        assert "Traceback" not in response.text
+        response = client.post("/b/v1/verify", json={"email": VALID}, headers=b(key))
+        assert_b_error(response, 500, "INTERNAL_ERROR")
+        assert "secret" not in response.text
+        assert "x-ratelimit-limit" in response.headers
+    # the reserved credits went back
+    assert store.credits(store.authenticate(key).id).balance == 5  # type: ignore[union-attr]
