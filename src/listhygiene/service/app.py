@@ -7,7 +7,9 @@ unexpected exception (500 ``1000`` / ``INTERNAL_ERROR``, never a traceback).
 """
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -131,7 +133,12 @@ def create_app(
     """The service: form A at ``/a/v1``, form B at ``/b/v1``."""
     from listhygiene.service import form_a, form_b
 
-    root = FastAPI(title="listhygiene", docs_url=None, redoc_url=None, openapi_url=None)
+    from listhygiene.service import jobs_b, openapi_a, webhooks
+
+    root = FastAPI(
+        title="listhygiene", docs_url=None, redoc_url=None, openapi_url=None, lifespan=_lifespan
+    )
+    root.state.services = []
     app_a = form_a.build(form_app("a"))
     app_b = form_b.build(form_app("b"))
     for sub in (root, app_a, app_b):
@@ -139,9 +146,27 @@ def create_app(
         sub.state.engine = engine
         sub.state.allow_http_webhooks = allow_http_webhooks
         sub.state.allow_private_webhooks = allow_private_webhooks
+    # Each part adds its routes to the form apps and its background services (a job worker, the
+    # webhook outbox) to ``root.state.services``, started and stopped with the server.
+    for part in (jobs_b, webhooks, openapi_a):
+        part.install(root, app_a, app_b)
     root.mount("/a/v1", app_a)
     root.mount("/b/v1", app_b)
     return root
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Start the background services with the server, stop them (in reverse) with it."""
+    started = []
+    try:
+        for service in app.state.services:
+            await service.start()
+            started.append(service)
+        yield
+    finally:
+        for service in reversed(started):
+            await service.stop()
 
 
 async def verify_charged(
