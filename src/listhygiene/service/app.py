@@ -131,9 +131,7 @@ def create_app(
     allow_private_webhooks: bool = False,
 ) -> FastAPI:
     """The service: form A at ``/a/v1``, form B at ``/b/v1``."""
-    from listhygiene.service import form_a, form_b
-
-    from listhygiene.service import jobs_b, openapi_a, webhooks
+    from listhygiene.service import form_a, form_b, jobs_b, openapi_a, webhooks
 
     root = FastAPI(
         title="listhygiene", docs_url=None, redoc_url=None, openapi_url=None, lifespan=_lifespan
