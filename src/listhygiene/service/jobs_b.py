@@ -1,7 +1,158 @@
-"""Form B bulk jobs: submit a list, follow the job, read its results in pages."""
+"""Form B bulk jobs: submit a list, follow the job, read its results in pages.
 
-from fastapi import FastAPI
+- ``POST /verify/bulk``: ``emails`` (1 to 10,000 strings), ``smtp_check`` (default true),
+  ``webhook_url`` (stored; delivered by the webhooks part). One credit per distinct address is
+  reserved at once (403 ``INSUFFICIENT_CREDITS`` otherwise); the job starts ``processing``.
+  Syntactically invalid addresses are verified like the rest: results with status invalid.
+- ``GET /verify/bulk/{job_id}``: the job with ``progress_percent``; completed adds
+  ``completed_at``, failed adds ``error: {code, message}``. ``credits_used`` is what is reserved
+  until the job is settled, then what was kept (unknown results are refunded).
+- ``GET /verify/bulk/{job_id}/results``: ``limit`` 1 to 1000 (default 100), ``offset`` ≥ 0,
+  ``status`` one of valid, invalid, unknown (and ``accept_all``, form B's fourth status); one
+  item per submitted address, duplicates included, in submission order. A job that has not
+  completed: 400 ``INVALID_REQUEST``.
+
+Counts (``processed``, ``valid``, ``invalid``, ``unknown``, and ``accept_all``, which the spec's
+table lacks but without which the counts would not add up) count submitted addresses.
+Another key's job is 404 ``JOB_NOT_FOUND``, like an unknown one.
+"""
+
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Query, Request
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from listhygiene.errors import FormBInsufficientCredits, FormBInvalidRequest, FormBJobNotFound
+from listhygiene.service.auth import FormBKey, form_b_key
+from listhygiene.service.form_a import iso
+from listhygiene.service.store import Store
+from listhygiene.service.store.jobs import (
+    FORM_B_RESULT_STATUSES,
+    BulkJob,
+    InsufficientCredits,
+    create_bulk_job,
+    get_job,
+    results_page,
+)
+from listhygiene.service.worker import JobWorker
+
+__all__ = ["MAX_BULK_EMAILS", "install", "job_view"]
+
+MAX_BULK_EMAILS = 10_000
+
+
+class BulkRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    emails: Annotated[list[StrictStr], Field(min_length=1, max_length=MAX_BULK_EMAILS)]
+    smtp_check: StrictBool = True
+    webhook_url: StrictStr | None = None
+
+
+async def _bulk_request(request: Request) -> BulkRequest:
+    raw = await request.body()
+    try:
+        return BulkRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        parts = []
+        for err in exc.errors()[:5]:
+            where = ".".join(str(p) for p in err.get("loc", ()))
+            parts.append(f"{where or 'body'}: {err.get('msg', 'invalid')}")
+        raise FormBInvalidRequest(details="; ".join(parts) or "Invalid request body") from None
+
+
+def job_view(job: BulkJob, *, submission: bool = False) -> dict[str, Any]:
+    """The bulk job resource: the submission response, or the status response."""
+    body: dict[str, Any] = {
+        "job_id": job.id,
+        "status": job.status,
+        "total": job.total,
+        "processed": job.processed,
+        "valid": job.valid,
+        "invalid": job.invalid,
+        "unknown": job.unknown,
+        "accept_all": job.accept_all,
+    }
+    settled = job.status in ("completed", "failed")
+    body["credits_used"] = job.credits_used if settled else job.credits_reserved
+    body["created_at"] = iso(job.created_at)
+    if submission:
+        return body
+    body["progress_percent"] = job.progress_percent
+    if job.status == "completed" and job.completed_at is not None:
+        body["completed_at"] = iso(job.completed_at)
+    if job.status == "failed":
+        body["error"] = {
+            "code": job.error_code or "INTERNAL_ERROR",
+            "message": job.error_message or "The job failed",
+        }
+    return body
 
 
 def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
-    """Add this part's routes and background services to the app (nothing yet)."""
+    """Add the bulk routes to form B and the job worker to the server's services."""
+    store: Store = root.state.store
+    worker = JobWorker(store, root.state.engine)
+    root.state.services.append(worker)
+    app_b.state.bulk_worker = worker
+
+    async def own_job(request: Request, key: FormBKey, job_id: str) -> BulkJob:
+        job = await run_in_threadpool(get_job, request.app.state.store, key.row.id, job_id)
+        if job is None:
+            raise FormBJobNotFound(details=f"No bulk job {job_id!r}")
+        return job
+
+    @app_b.post("/verify/bulk")
+    async def submit(
+        request: Request, key: Annotated[FormBKey, Depends(form_b_key)]
+    ) -> dict[str, Any]:
+        # Read after the key: a body that is not even JSON still counts against the rate limit
+        # and gets the rate-limit headers (FastAPI would parse it before the dependencies).
+        body = await _bulk_request(request)
+        try:
+            job = await run_in_threadpool(
+                create_bulk_job,
+                request.app.state.store,
+                key.row.id,
+                body.emails,
+                check_smtp=body.smtp_check,
+                webhook_url=body.webhook_url,
+            )
+        except InsufficientCredits as exc:
+            raise FormBInsufficientCredits(details=str(exc)) from None
+        request.app.state.bulk_worker.wake()
+        return job_view(job, submission=True)
+
+    @app_b.get("/verify/bulk/{job_id}")
+    async def status(
+        job_id: str, request: Request, key: Annotated[FormBKey, Depends(form_b_key)]
+    ) -> dict[str, Any]:
+        return job_view(await own_job(request, key, job_id))
+
+    @app_b.get("/verify/bulk/{job_id}/results")
+    async def results(
+        job_id: str,
+        request: Request,
+        key: Annotated[FormBKey, Depends(form_b_key)],
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        status: Annotated[str | None, Query()] = None,
+    ) -> dict[str, Any]:
+        if status is not None and status not in FORM_B_RESULT_STATUSES:
+            raise FormBInvalidRequest(
+                details=f"status must be one of {', '.join(FORM_B_RESULT_STATUSES)}"
+            )
+        job = await own_job(request, key, job_id)
+        if job.status != "completed":
+            raise FormBInvalidRequest(details=f"Job {job_id} is {job.status}, not completed")
+        total, items = await run_in_threadpool(
+            results_page, request.app.state.store, job.id, status, limit, offset
+        )
+        return {
+            "job_id": job.id,
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+            "results": items,
+        }
