@@ -358,8 +358,16 @@ def test_concurrent_hits_never_exceed_the_limit(store: Store) -> None:
     assert allowed.count(True) == 7
 
 
-def test_the_schema_holds_jobs_rows_results_and_webhooks(store: Store) -> None:
-    """A smoke test of the tables the service builds on next: they take what they will hold."""
+def test_the_schema_holds_jobs_rows_results_and_webhooks(empty_db_url: str) -> None:
+    """A smoke test of the tables the service builds on: they take what they will hold.
+
+    On a database of its own: the checks read whole tables.
+    """
+    with Store(empty_db_url) as store:
+        _check_schema(store)
+
+
+def _check_schema(store: Store) -> None:
     from listhygiene.results import VerificationResult
     from listhygiene.service.store.models import Job, JobResult, JobRow, Webhook, WebhookOutbox
     from listhygiene.statuses import Status

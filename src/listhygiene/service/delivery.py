@@ -1,0 +1,327 @@
+"""Webhook deliveries: signatures, the SSRF guard, :func:`notify`, and the :class:`Outbox`.
+
+A delivery is queued in the store's outbox (durable: it survives a restart) and the Outbox
+service POSTs it: a 2xx answer within the time-out is success; anything else is retried after
+growing delays (:data:`DEFAULT_SCHEDULE`), then given up. Every request carries
+``X-Webhook-Event``, ``X-Webhook-Timestamp`` (Unix seconds of sending), ``User-Agent`` and, when
+the delivery has a secret, ``X-Webhook-Signature``: ``sha256=`` + the lowercase hex HMAC-SHA256 of
+the raw body keyed with the secret. Form B's payload also carries a ``signature`` field: the same
+HMAC over the payload without that field, as JSON with sorted keys and ``(",", ":")`` separators.
+
+The URL is checked when a webhook is registered and again before every attempt (DNS can change):
+HTTPS only, and no private, loopback, link-local or reserved address, unless allowed.
+"""
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import socket
+import ssl
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+from listhygiene.service.store import Store
+from listhygiene.service.store import webhooks as webhook_store
+
+__all__ = [
+    "DEFAULT_SCHEDULE",
+    "USER_AGENT",
+    "Outbox",
+    "UnsafeURL",
+    "check_url",
+    "form_b_payload_signature",
+    "notify",
+    "notify_sync",
+    "sign",
+]
+
+log = logging.getLogger(__name__)
+
+USER_AGENT = "ListHygiene-Webhook/1.0"
+#: Seconds to wait after each failed attempt: 7 tries over about 4.4 hours.
+DEFAULT_SCHEDULE: tuple[float, ...] = (30, 120, 300, 900, 3600, 10800)
+TIMEOUT = 10.0
+
+
+def sign(body: bytes, secret: str) -> str:
+    """``sha256=`` + lowercase hex HMAC-SHA256 of ``body`` keyed with ``secret``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _canonical(payload: Mapping[str, Any]) -> bytes:
+    return json.dumps(
+        {k: v for k, v in payload.items() if k != "signature"},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    ).encode()
+
+
+def form_b_payload_signature(payload: Mapping[str, Any], secret: str) -> str:
+    """The ``signature`` field of a form B payload (computed without that field)."""
+    return sign(_canonical(payload), secret)
+
+
+# -- the SSRF guard ----------------------------------------------------------------------------
+
+
+class UnsafeURL(ValueError):
+    """A webhook URL the service refuses to call."""
+
+
+def _forbidden(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return (
+        address.is_private
+        or address.is_loopback
+        or address.is_link_local
+        or address.is_reserved
+        or address.is_multicast
+        or address.is_unspecified
+        or not address.is_global
+    )
+
+
+async def check_url(url: str, *, allow_http: bool = False, allow_private: bool = False) -> None:
+    """Raise :class:`UnsafeURL` unless ``url`` may be called (resolving its host)."""
+    try:
+        parsed = httpx.URL(url)
+    except Exception as exc:
+        raise UnsafeURL(f"invalid URL: {exc}") from None
+    scheme = parsed.scheme.lower()
+    if scheme != "https" and not (allow_http and scheme == "http"):
+        raise UnsafeURL("the URL must be HTTPS")
+    host = parsed.host
+    if not host:
+        raise UnsafeURL("the URL has no host")
+    if parsed.userinfo:
+        raise UnsafeURL("the URL must not carry credentials")
+    if allow_private:
+        return
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    if literal is not None:
+        addresses = [literal]
+    else:
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, parsed.port or 443, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise UnsafeURL(f"the URL's host does not resolve: {exc}") from None
+        addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+    if not addresses or any(_forbidden(a) for a in addresses):
+        raise UnsafeURL("the URL resolves to a private, loopback or link-local address")
+
+
+# -- queueing ----------------------------------------------------------------------------------
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _body(form: str, event: str, data: Any, secret: str | None, now: datetime) -> str:
+    payload: dict[str, Any] = {"event": event, "timestamp": _iso(now), "data": data}
+    if form == "b" and secret is not None:
+        payload["signature"] = form_b_payload_signature(payload, secret)
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def notify_sync(
+    store: Store,
+    key_id: str,
+    form: str,
+    event: str,
+    data: Any,
+    *,
+    extra_url: str | None = None,
+    extra_secret: str | None = None,
+    conn: Any = None,
+) -> list[int]:
+    """Queue ``event`` for ``key_id``'s webhooks of ``form`` (see :func:`notify`); delivery ids.
+
+    Pass ``conn`` to queue in the transaction of the event itself.
+    """
+    now = datetime.now(UTC)
+    hooks = webhook_store.subscribed(store, key_id, form, event, conn=conn)
+    targets: list[tuple[str, str | None, str | None]] = [(h.url, h.secret, h.id) for h in hooks]
+    if extra_url and extra_url not in {h.url for h in hooks}:
+        secret, hook_id = extra_secret, None
+        if secret is None:
+            registered = [
+                h
+                for h in webhook_store.subscribed(store, key_id, form, conn=conn)
+                if h.url == extra_url
+            ]
+            if registered:
+                secret, hook_id = registered[0].secret, registered[0].id
+        targets.append((extra_url, secret, hook_id))
+    return [
+        webhook_store.enqueue(
+            store,
+            url=url,
+            event=event,
+            payload=_body(form, event, data, secret, now),
+            secret=secret,
+            webhook_id=hook_id,
+            conn=conn,
+        )
+        for url, secret, hook_id in targets
+    ]
+
+
+async def notify(
+    store: Store,
+    key_id: str,
+    form: str,
+    event: str,
+    data: Any,
+    *,
+    extra_url: str | None = None,
+    extra_secret: str | None = None,
+) -> list[int]:
+    """Queue one delivery of ``event`` to each of ``key_id``'s active ``form`` webhooks on it.
+
+    The payload is ``{event, timestamp, data}`` (form B adds ``signature``). ``extra_url`` (a form
+    B bulk submission's ``webhook_url``) gets one too, signed with ``extra_secret`` or else the
+    secret of the key's webhook registered for that URL, else unsigned; a URL both registered
+    and given gets one delivery. Returns the deliveries' ids.
+    """
+    return await asyncio.to_thread(
+        notify_sync,
+        store,
+        key_id,
+        form,
+        event,
+        data,
+        extra_url=extra_url,
+        extra_secret=extra_secret,
+    )
+
+
+# -- delivering --------------------------------------------------------------------------------
+
+
+class Outbox:
+    """Delivers the store's due deliveries in the background, polling every ``poll_interval``.
+
+    ``schedule`` holds the delays (seconds) after each failed attempt; once they are used up the
+    delivery is given up. ``verify`` is httpx's: True (the system's CAs), a CA file path or an
+    ``ssl.SSLContext`` (e.g. to trust a test receiver's certificate).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        schedule: Sequence[float] = DEFAULT_SCHEDULE,
+        poll_interval: float = 0.5,
+        timeout: float = TIMEOUT,
+        verify: bool | str | ssl.SSLContext = True,
+        allow_http: bool = False,
+        allow_private: bool = False,
+        batch: int = 20,
+    ) -> None:
+        self.store = store
+        self.schedule = tuple(schedule)
+        self.poll_interval = poll_interval
+        self.timeout = timeout
+        self.verify = verify
+        self.allow_http = allow_http
+        self.allow_private = allow_private
+        self.batch = batch
+        self._task: asyncio.Task[None] | None = None
+        self._client: httpx.AsyncClient | None = None
+
+    async def start(self) -> None:
+        if self._task is not None:
+            return
+        verify = self.verify
+        if isinstance(verify, str):
+            verify = ssl.create_default_context(cafile=verify)
+        self._client = httpx.AsyncClient(
+            timeout=self.timeout, verify=verify, follow_redirects=False, trust_env=False
+        )
+        self._task = asyncio.create_task(self._run(), name="webhook-outbox")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                worked = await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("webhook outbox: polling failed")
+                worked = 0
+            if not worked:
+                await asyncio.sleep(self.poll_interval)
+
+    async def run_once(self) -> int:
+        """Attempt the deliveries due now; returns how many were attempted."""
+        lease = timedelta(seconds=self.timeout * 3 + 30)
+        rows = await asyncio.to_thread(
+            webhook_store.due, self.store, datetime.now(UTC), self.batch, lease=lease
+        )
+        if rows:
+            await asyncio.gather(*(self._attempt(row) for row in rows))
+        return len(rows)
+
+    async def _attempt(self, row: webhook_store.OutboxRow) -> None:
+        error = await self._send(row)
+        if error is None:
+            await asyncio.to_thread(webhook_store.mark_delivered, self.store, row.id)
+            return
+        attempt = row.attempts  # 0 for the first attempt
+        next_at = None
+        if attempt < len(self.schedule):
+            next_at = datetime.now(UTC) + timedelta(seconds=self.schedule[attempt])
+        else:
+            log.warning("webhook delivery %s to %s given up: %s", row.id, row.url, error)
+        await asyncio.to_thread(webhook_store.mark_failed, self.store, row.id, next_at, error)
+
+    async def _send(self, row: webhook_store.OutboxRow) -> str | None:
+        """POST the delivery; None on success, else what went wrong."""
+        assert self._client is not None
+        try:
+            await check_url(row.url, allow_http=self.allow_http, allow_private=self.allow_private)
+        except UnsafeURL as exc:
+            return f"refused: {exc}"
+        body = row.payload.encode()
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            "X-Webhook-Event": row.event,
+            "X-Webhook-Timestamp": str(int(time.time())),
+        }
+        if row.secret:
+            headers["X-Webhook-Signature"] = sign(body, row.secret)
+        try:
+            response = await asyncio.wait_for(
+                self._client.post(row.url, content=body, headers=headers), self.timeout
+            )
+        except (httpx.HTTPError, TimeoutError, OSError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        if 200 <= response.status_code < 300:
+            return None
+        return f"HTTP {response.status_code}"
