@@ -609,3 +609,73 @@ def test_claims_saves_and_settles_once(empty_db_url: str) -> None:
         assert total == 2
         assert [r["email"] for r in rows] == ["a@x.test", "a@x.test"]
         assert get_job(store, "someone else", job.id) is None
+
+
+def test_closing_a_job_queues_its_webhook_event_in_the_same_transaction(
+    empty_db_url: str,
+) -> None:
+    import json
+
+    from listhygiene.results import VerificationResult
+    from listhygiene.service.delivery import form_b_payload_signature
+    from listhygiene.service.store import webhooks as webhook_store
+    from listhygiene.service.store.jobs import fail_job, finish_job, save_results
+    from listhygiene.service.store.models import WebhookOutbox
+    from listhygiene.statuses import DnsOutcome, Facts
+
+    with Store(empty_db_url) as store:
+        kid = key_id(store, new_key(store, 10))
+        registered = webhook_store.create(
+            store,
+            kid,
+            "b",
+            url="https://hooks.example.com/b",
+            events=["bulk.completed", "bulk.failed"],
+            secret="s3cret",
+        )
+        done = create_bulk_job(
+            store, kid, ["a@x.test"], check_smtp=False, webhook_url="https://hooks.example.com/b"
+        )
+        result = VerificationResult.from_facts(
+            "a@x.test", Facts(syntax_valid=True, dns=DnsOutcome.MX)
+        )  # valid in both forms
+        save_results(store, done.id, [("a@x.test", result)])
+        finish_job(store, done.id)
+        failed = create_bulk_job(
+            store,
+            kid,
+            ["b@x.test"],
+            check_smtp=False,
+            webhook_url="https://elsewhere.example.com/hook",
+        )
+        fail_job(store, failed.id, "INTERNAL_ERROR", "boom")
+        finish_job(store, done.id)  # closing twice queues nothing more
+        with store.transaction() as conn:
+            rows = conn.execute(
+                select(
+                    WebhookOutbox.url,
+                    WebhookOutbox.event,
+                    WebhookOutbox.payload,
+                    WebhookOutbox.secret,
+                ).order_by(WebhookOutbox.id)
+            ).all()
+            queued = [(url, event, json.loads(body), secret) for url, event, body, secret in rows]
+    # completed: the registered webhook once (it is also the job's webhook_url), signed
+    url, event, payload, secret = queued[0]
+    assert (url, event, secret) == ("https://hooks.example.com/b", "bulk.completed", "s3cret")
+    assert payload["data"] == {
+        "job_id": done.id,
+        "status": "completed",
+        "total": 1,
+        "valid": 1,
+        "invalid": 0,
+        "unknown": 0,
+    }
+    assert payload["signature"] == form_b_payload_signature(payload, "s3cret")
+    # failed: the registered webhook, and the other webhook_url unsigned
+    assert [(q[0], q[1], q[3]) for q in queued[1:]] == [
+        ("https://hooks.example.com/b", "bulk.failed", "s3cret"),
+        ("https://elsewhere.example.com/hook", "bulk.failed", None),
+    ]
+    assert len(queued) == 3
+    assert registered.id

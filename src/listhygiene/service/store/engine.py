@@ -12,6 +12,7 @@
 """
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -71,7 +72,7 @@ def _sqlite_engine(url: URL, **kwargs: Any) -> Engine:
         dbapi_connection.isolation_level = None  # no implicit BEGIN: see _on_begin
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_SECONDS * 1000}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _use_wal(cursor)
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
@@ -81,6 +82,21 @@ def _sqlite_engine(url: URL, **kwargs: Any) -> Engine:
         connection.exec_driver_sql(connection.get_execution_options().get(_BEGIN, "BEGIN"))
 
     return engine
+
+
+def _use_wal(cursor: Any) -> None:
+    """Switch the file to WAL once. Switching takes an exclusive lock that the busy timeout does
+    not always wait for (two processes opening a new file at once), so retry briefly."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 @contextmanager

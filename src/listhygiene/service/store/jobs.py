@@ -391,7 +391,26 @@ def _close(
         job = _read(conn, job_id)
         assert job is not None
         _settle(store, conn, job)
+        _announce(store, conn, job)
         return job
+
+
+def _announce(store: Store, conn: Any, job: "BulkJob") -> None:
+    """Queue ``bulk.completed`` / ``bulk.failed`` in the transaction that closes the job (a
+    transactional outbox: the event exists exactly when the job is closed, even across a crash),
+    for the key's webhooks and the submission's ``webhook_url``."""
+    from listhygiene.service.delivery import notify_sync
+
+    event = "bulk.completed" if job.status == "completed" else "bulk.failed"
+    data = {
+        "job_id": job.id,
+        "status": job.status,
+        "total": job.total,
+        "valid": job.valid,
+        "invalid": job.invalid,
+        "unknown": job.unknown,
+    }
+    notify_sync(store, job.api_key_id, "b", event, data, extra_url=job.webhook_url, conn=conn)
 
 
 def results_page(
