@@ -2,8 +2,6 @@
 the job worker against the store: a killed worker's job resumed by another."""
 
 import asyncio
-import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -11,7 +9,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from sqlalchemy import func, select
 
 from listhygiene.engine import Engine, EngineSettings
@@ -25,6 +22,7 @@ from listhygiene.service.store.jobs import (
 )
 from listhygiene.service.store.models import JobResult
 from listhygiene.service.worker import JobWorker
+from tests.service.live import LiveServer
 
 VALID = "alice.johnson@acme-corp.test"
 NO_MAILBOX = "nobody.here@acme-corp.test"
@@ -62,31 +60,6 @@ SUBMISSION = {
     "created_at",
 }
 RATE_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
-
-
-class _Server:
-    """uvicorn in a background thread on a free loopback port."""
-
-    def __init__(self, app: Any) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the server did not start")
-            time.sleep(0.02)
-        return f"http://127.0.0.1:{self.port}"
-
-    def __exit__(self, *_exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 class FailingEngine:
@@ -142,7 +115,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 
 @pytest.fixture(scope="module")
 def base_url(sandbox: Sandbox, store: Store) -> Iterator[str]:
-    with _Server(create_app(store, Engine(_settings(sandbox)))) as url:
+    with LiveServer(create_app(store, Engine(_settings(sandbox)))) as url:
         yield url
 
 
@@ -452,7 +425,7 @@ def test_failed_job(tmp_path: Path) -> None:
     with Store(f"sqlite:///{tmp_path / 'failing.db'}") as store:
         key = new_key(store, 10)
         with (
-            _Server(create_app(store, FailingEngine())) as url,  # type: ignore[arg-type]
+            LiveServer(create_app(store, FailingEngine())) as url,  # type: ignore[arg-type]
             httpx.Client(base_url=url, timeout=30) as client,
         ):
             response = client.post(

@@ -1,7 +1,5 @@
 """The service over real HTTP: uvicorn on loopback, a SQLite store, the engine on the sandbox."""
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,13 +7,13 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from listhygiene.engine import Engine, EngineSettings
 from listhygiene.results import FORM_A_BATCH_FIELDS, FORM_A_FIELDS
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.app import create_app
 from listhygiene.service.store import Store
+from tests.service.live import LiveServer
 
 VALID = "alice.johnson@acme-corp.test"
 NO_MAILBOX = "nobody.here@acme-corp.test"
@@ -37,31 +35,6 @@ B_RESULT_OBJECT = {
     "smtp_valid",
 }
 RATE_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
-
-
-class _Server:
-    """uvicorn in a background thread on a free loopback port."""
-
-    def __init__(self, app: Any) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the server did not start")
-            time.sleep(0.02)
-        return f"http://127.0.0.1:{self.port}"
-
-    def __exit__(self, *_exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 class FailingEngine:
@@ -96,7 +69,7 @@ def base_url(sandbox: Sandbox, store: Store) -> Iterator[str]:
         dns_timeout=1,
         retry_delays=(2,),
     )
-    with _Server(create_app(store, Engine(settings))) as url:
+    with LiveServer(create_app(store, Engine(settings))) as url:
         yield url
 
 
@@ -457,7 +430,7 @@ def test_b_504_timeout(client: httpx.Client, store: Store) -> None:
 
 @pytest.fixture
 def failing_url(store: Store) -> Iterator[str]:
-    with _Server(create_app(store, FailingEngine())) as url:  # type: ignore[arg-type]
+    with LiveServer(create_app(store, FailingEngine())) as url:  # type: ignore[arg-type]
         yield url
 
 

@@ -7,9 +7,6 @@ the engine on the sandbox) for the operations that exist: every response must be
 
 import copy
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +14,6 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-import uvicorn
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -34,6 +30,7 @@ from listhygiene.service.app import create_app
 from listhygiene.service.openapi_a import document, document_bytes
 from listhygiene.service.store import Store
 from listhygiene.statuses import Status
+from tests.service.live import LiveServer
 
 KEY_HEADER = "LISTHYGIENE-API-KEY"
 EXISTING = ["/verify/single", "/verify/bulk", "/credits"]
@@ -81,31 +78,6 @@ HIGH_LIMITS = {
 }
 
 
-class _Server:
-    """uvicorn in a background thread on a free loopback port."""
-
-    def __init__(self, app: Any) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the server did not start")
-            time.sleep(0.02)
-        return f"http://127.0.0.1:{self.port}"
-
-    def __exit__(self, *_exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[Sandbox]:
     with Sandbox("sample_data/world.json") as running:
@@ -130,7 +102,7 @@ def base_url(sandbox: Sandbox, store: Store) -> Iterator[str]:
         dns_timeout=1,
         retry_delays=(0.1,),
     )
-    with _Server(create_app(store, Engine(settings_))) as url:
+    with LiveServer(create_app(store, Engine(settings_))) as url:
         yield url
 
 

@@ -8,7 +8,6 @@ import hmac
 import ipaddress
 import json
 import secrets
-import socket
 import ssl
 import threading
 import time
@@ -19,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -30,36 +28,12 @@ from listhygiene.service.app import create_app
 from listhygiene.service.delivery import Outbox, form_b_payload_signature, notify, sign
 from listhygiene.service.store import Store
 from listhygiene.service.store import webhooks as webhook_store
+from tests.service.live import LiveServer
 
 ENVELOPE = {"success", "code", "message", "data"}
 ERROR_A = {"success", "code", "message", "error"}
 A_HOOK = {"id", "url", "events", "is_active", "created_at", "updated_at"}
 B_HOOK = {"id", "url", "events", "is_active", "created_at"}
-
-
-class _Server:
-    """uvicorn in a background thread on a free loopback port."""
-
-    def __init__(self, app: Any) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the server did not start")
-            time.sleep(0.02)
-        return f"http://127.0.0.1:{self.port}"
-
-    def __exit__(self, *_exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 # -- the HTTPS receiver ------------------------------------------------------------------------
@@ -192,7 +166,7 @@ def base_url(store: Store, certificate: tuple[Path, Path]) -> Iterator[str]:
     outbox.verify = str(certificate[0])  # the test hook: trust the receiver's certificate
     outbox.poll_interval = 0.05
     outbox.schedule = SCHEDULE
-    with _Server(app) as url:
+    with LiveServer(app) as url:
         yield url
 
 
@@ -379,7 +353,7 @@ def test_private_urls_refused_without_the_flag(tmp_path: Path) -> None:
     with Store(f"sqlite:///{tmp_path / 'strict.db'}") as strict_store:
         key, _ = strict_store.create_key("test", 10)
         app = create_app(strict_store, Engine(EngineSettings()))
-        with _Server(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        with LiveServer(app) as url, httpx.Client(base_url=url, timeout=30) as client:
             for private in (
                 "https://127.0.0.1/hook",
                 "https://10.1.2.3/hook",
