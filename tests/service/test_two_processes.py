@@ -1,0 +1,150 @@
+"""Two ``listhygiene serve`` processes on one PostgreSQL database, as a deployment runs them.
+
+They must share the jobs (each job verified by one worker, no address probed twice) and one key's
+rate limit (counted in the database, not per process).
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from listhygiene.sandbox import Sandbox
+from listhygiene.service.store import Store
+from listhygiene.service.store.models import Job
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    with Sandbox("sample_data/world.json") as running:
+        yield running
+
+
+@pytest.fixture
+def deployment(
+    sandbox: Sandbox, new_pg_database: Callable[[], str]
+) -> Iterator[tuple[str, list[str]]]:
+    """(database URL, the two servers' base URLs)."""
+    url = new_pg_database()
+    Store(url).close()  # migrate once before both start (they would cope, but this is quicker)
+    env = {
+        **os.environ,
+        **sandbox.engine_environment(),
+        "LISTHYGIENE_HELO": "verifier.test",
+        "LISTHYGIENE_RETRY_DELAYS": "2",
+        "LISTHYGIENE_SMTP_TIMEOUT": "2",
+    }
+    ports = [free_port(), free_port()]
+    servers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "listhygiene.cli", "serve", "--db", url, "--port", str(port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for port in ports
+    ]
+    bases = [f"http://127.0.0.1:{port}" for port in ports]
+    try:
+        for base, server in zip(bases, servers, strict=True):
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    httpx.get(f"{base}/b/v1/credits", timeout=1)
+                    break
+                except httpx.TransportError:
+                    if server.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"server did not start: {server.stderr.read()}"
+                        ) from None
+                    time.sleep(0.1)
+        yield url, bases
+    finally:
+        for server in servers:
+            server.terminate()
+        for server in servers:
+            server.wait(10)
+
+
+def test_two_servers_share_jobs_without_double_work(
+    deployment: tuple[str, list[str]], sandbox: Sandbox
+) -> None:
+    url, bases = deployment
+    with Store(url) as store:
+        key, _ = store.create_key("shared", 1000)
+    people = [
+        f"{p}@northwind.test"
+        for p in (
+            "james.wilson",
+            "mary.johnson",
+            "robert.brown",
+            "patricia.garcia",
+            "john.miller",
+            "jennifer.davis",
+            "michael.rodriguez",
+            "linda.martinez",
+            "david.hernandez",
+            "elizabeth.lopez",
+            "william.gonzalez",
+            "barbara.anderson",
+        )
+    ]
+    stats = sandbox.stats("mx.northwind.test")
+    stats.reset()
+    headers = {"Authorization": f"Bearer {key}"}
+    jobs = []
+    for i in range(6):  # six jobs of two addresses, submitted to both servers in turn
+        response = httpx.post(
+            f"{bases[i % 2]}/b/v1/verify/bulk",
+            headers=headers,
+            json={"emails": people[2 * i : 2 * i + 2]},
+            timeout=10,
+        )
+        assert response.status_code == 200, response.text
+        jobs.append(response.json()["job_id"])
+    deadline = time.monotonic() + 60
+    pending = set(jobs)
+    while pending and time.monotonic() < deadline:
+        for job_id in list(pending):
+            status = httpx.get(
+                f"{bases[0]}/b/v1/verify/bulk/{job_id}", headers=headers, timeout=10
+            ).json()
+            if status["status"] == "completed":
+                assert status["valid"] == 2
+                pending.discard(job_id)
+        time.sleep(0.2)
+    assert not pending, "jobs did not complete"
+    probed = [r for r in stats.recipients if not r.startswith("lh-")]
+    assert sorted(probed) == sorted(people)  # every address probed exactly once, none twice
+    with Store(url) as store, store.transaction() as conn:
+        workers = set(conn.execute(select(Job.claimed_by).where(Job.id.in_(jobs))).scalars())
+    assert None not in workers
+    assert len(workers) >= 1
+
+
+def test_one_rate_limit_across_both_servers(deployment: tuple[str, list[str]]) -> None:
+    url, bases = deployment
+    with Store(url) as store:
+        key, _ = store.create_key("limited", 10, limits={"b_per_hour": 8})
+    headers = {"Authorization": f"Bearer {key}"}
+    codes: list[Any] = []
+    for i in range(12):
+        response = httpx.get(f"{bases[i % 2]}/b/v1/credits", headers=headers, timeout=10)
+        codes.append(response.status_code)
+    assert codes.count(200) == 8
+    assert codes.count(429) == 4
+    assert codes[:8] == [200] * 8  # the ninth request, on either server, is refused
