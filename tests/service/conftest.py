@@ -20,6 +20,8 @@ from listhygiene.service.store import Store
 if TYPE_CHECKING:
     import psycopg
 
+    from listhygiene.sandbox import Sandbox
+
 BACKENDS = ("sqlite", "postgresql")
 ADMIN_URL = os.environ.get("LISTHYGIENE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -88,3 +90,12 @@ def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def store(db_url: str) -> Iterator[Store]:
     with Store(db_url) as opened:
         yield opened
+
+
+@pytest.fixture(scope="session")
+def sandbox() -> "Iterator[Sandbox]":
+    """The sample mail world, shared by every service test that verifies addresses."""
+    from listhygiene.sandbox import Sandbox
+
+    with Sandbox("sample_data/world.json") as running:
+        yield running

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from listhygiene.engine import Engine, EngineSettings
+from listhygiene.engine import Engine
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.app import create_app
 from listhygiene.service.store import Store
@@ -22,7 +22,7 @@ from listhygiene.service.store.jobs import (
 )
 from listhygiene.service.store.models import JobResult
 from listhygiene.service.worker import JobWorker
-from tests.service.live import LiveServer
+from tests.service.live import LiveServer, b, engine_for
 
 VALID = "alice.johnson@acme-corp.test"
 NO_MAILBOX = "nobody.here@acme-corp.test"
@@ -88,24 +88,6 @@ class SlowEngine:
                 yield pair
 
 
-def _settings(sandbox: Sandbox) -> EngineSettings:
-    return EngineSettings(
-        dns_server=sandbox.dns_server,
-        smtp_port=sandbox.smtp_port,
-        allow_private_mx=True,
-        helo="verifier.test",
-        smtp_timeout=2,
-        dns_timeout=1,
-        retry_delays=(2,),
-    )
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox("sample_data/world.json") as running:
-        yield running
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     path: Path = tmp_path_factory.mktemp("bulk") / "store.db"
@@ -115,7 +97,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 
 @pytest.fixture(scope="module")
 def base_url(sandbox: Sandbox, store: Store) -> Iterator[str]:
-    with LiveServer(create_app(store, Engine(_settings(sandbox)))) as url:
+    with LiveServer(create_app(store, engine_for(sandbox))) as url:
         yield url
 
 
@@ -134,10 +116,6 @@ def key_id(store: Store, key: str) -> str:
     row = store.authenticate(key)
     assert row is not None
     return row.id
-
-
-def b(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
 
 
 def assert_b_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
@@ -472,7 +450,7 @@ async def test_killed_worker_job_is_resumed_once(tmp_path: Path, sandbox: Sandbo
                     ).scalar_one()
                 )
 
-        real = Engine(_settings(sandbox))
+        real = engine_for(sandbox)
         first = SlowEngine(real, pause=0.1)
         worker = JobWorker(store, first, stale_after=1, batch_size=1, poll_seconds=0.05)
         await worker.start()
@@ -513,7 +491,7 @@ async def test_clean_stop_releases_the_job(tmp_path: Path, sandbox: Sandbox) -> 
     with Store(f"sqlite:///{tmp_path / 'release.db'}") as store:
         kid = key_id(store, new_key(store, 50))
         job = create_bulk_job(store, kid, NORTHWIND, check_smtp=True, webhook_url=None)
-        real = Engine(_settings(sandbox))
+        real = engine_for(sandbox)
         worker = JobWorker(store, SlowEngine(real, pause=0.2), stale_after=60, poll_seconds=0.05)
         await worker.start()
         await _until(lambda: get_job(store, kid, job.id).claimed_by is not None)  # type: ignore[union-attr]

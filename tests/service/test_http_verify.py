@@ -8,12 +8,11 @@ from typing import Any
 import httpx
 import pytest
 
-from listhygiene.engine import Engine, EngineSettings
 from listhygiene.results import FORM_A_BATCH_FIELDS, FORM_A_FIELDS
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.app import create_app
 from listhygiene.service.store import Store
-from tests.service.live import LiveServer
+from tests.service.live import LiveServer, a, b, engine_for
 
 VALID = "alice.johnson@acme-corp.test"
 NO_MAILBOX = "nobody.here@acme-corp.test"
@@ -46,12 +45,6 @@ class FailingEngine:
 
 
 @pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox("sample_data/world.json") as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     path: Path = tmp_path_factory.mktemp("http") / "store.db"
     with Store(f"sqlite:///{path}") as opened:
@@ -60,16 +53,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 
 @pytest.fixture(scope="module")
 def base_url(sandbox: Sandbox, store: Store) -> Iterator[str]:
-    settings = EngineSettings(
-        dns_server=sandbox.dns_server,
-        smtp_port=sandbox.smtp_port,
-        allow_private_mx=True,
-        helo="verifier.test",
-        smtp_timeout=2,
-        dns_timeout=1,
-        retry_delays=(2,),
-    )
-    with LiveServer(create_app(store, Engine(settings))) as url:
+    with LiveServer(create_app(store, engine_for(sandbox))) as url:
         yield url
 
 
@@ -82,14 +66,6 @@ def client(base_url: str) -> Iterator[httpx.Client]:
 def new_key(store: Store, credits: int = 100, **kwargs: Any) -> str:
     key, _ = store.create_key("test", credits, **kwargs)
     return key
-
-
-def a(key: str) -> dict[str, str]:
-    return {"LISTHYGIENE-API-KEY": key}
-
-
-def b(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
 
 
 def assert_a_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:

@@ -23,14 +23,13 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from listhygiene.engine import Engine, EngineSettings
 from listhygiene.results import FORM_A_BATCH_FIELDS, FORM_A_FIELDS
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.app import create_app
 from listhygiene.service.openapi_a import document, document_bytes
 from listhygiene.service.store import Store
 from listhygiene.statuses import Status
-from tests.service.live import LiveServer
+from tests.service.live import LiveServer, engine_for
 
 KEY_HEADER = "LISTHYGIENE-API-KEY"
 EXISTING = ["/verify/single", "/verify/bulk", "/credits"]
@@ -79,12 +78,6 @@ HIGH_LIMITS = {
 
 
 @pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox("sample_data/world.json") as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     path: Path = tmp_path_factory.mktemp("openapi") / "store.db"
     with Store(f"sqlite:///{path}") as opened:
@@ -93,16 +86,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 
 @pytest.fixture(scope="module")
 def base_url(sandbox: Sandbox, store: Store) -> Iterator[str]:
-    settings_ = EngineSettings(
-        dns_server=sandbox.dns_server,
-        smtp_port=sandbox.smtp_port,
-        allow_private_mx=True,
-        helo="verifier.test",
-        smtp_timeout=1,
-        dns_timeout=1,
-        retry_delays=(0.1,),
-    )
-    with LiveServer(create_app(store, Engine(settings_))) as url:
+    engine = engine_for(sandbox, smtp_timeout=1, retry_delays=(0.1,))
+    with LiveServer(create_app(store, engine)) as url:
         yield url
 
 

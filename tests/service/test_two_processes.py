@@ -5,7 +5,6 @@ rate limit (counted in the database, not per process).
 """
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,18 +18,7 @@ from sqlalchemy import select
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.store import Store
 from listhygiene.service.store.models import Job
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox("sample_data/world.json") as running:
-        yield running
+from tests.service.live import free_port
 
 
 @pytest.fixture

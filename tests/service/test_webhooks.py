@@ -28,7 +28,7 @@ from listhygiene.service.app import create_app
 from listhygiene.service.delivery import Outbox, form_b_payload_signature, notify, sign
 from listhygiene.service.store import Store
 from listhygiene.service.store import webhooks as webhook_store
-from tests.service.live import LiveServer
+from tests.service.live import LiveServer, a, b
 
 ENVELOPE = {"success", "code", "message", "data"}
 ERROR_A = {"success", "code", "message", "error"}
@@ -179,14 +179,6 @@ def client(base_url: str) -> Iterator[httpx.Client]:
 def new_key(store: Store) -> tuple[str, str]:
     key, row = store.create_key("test", 100)
     return key, row.id
-
-
-def a(key: str) -> dict[str, str]:
-    return {"LISTHYGIENE-API-KEY": key}
-
-
-def b(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
 
 
 def assert_a_error(response: httpx.Response, status: int, code: str) -> None:
