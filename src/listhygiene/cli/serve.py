@@ -41,6 +41,21 @@ from listhygiene.cli.options import build_settings, engine_options
     is_flag=True,
     help="Accept webhook URLs on private or loopback addresses (local use, tests).",
 )
+@click.option(
+    "--job-slots",
+    default=2,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Jobs this process runs at once.",
+)
+@click.option(
+    "--stale-after",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    metavar="SECONDS",
+    help="A job whose server has been silent this long is taken over (resumed) by another.",
+)
 @engine_options
 def serve(
     host: str,
@@ -50,6 +65,8 @@ def serve(
     ssl_keyfile: Path | None,
     allow_http_webhooks: bool,
     allow_private_webhooks: bool,
+    job_slots: int,
+    stale_after: float,
     engine_settings: dict[str, Any],
 ) -> None:
     """Serve the verification API: form A at /a/v1, form B at /b/v1.
@@ -84,6 +101,7 @@ def serve(
         Engine(settings),
         allow_http_webhooks=allow_http_webhooks,
         allow_private_webhooks=allow_private_webhooks,
+        worker_options={"slots": job_slots, "stale_after": stale_after},
     )
     try:
         uvicorn.run(

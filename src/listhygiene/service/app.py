@@ -31,6 +31,7 @@ from listhygiene.errors import (
     ServiceError,
 )
 from listhygiene.results import VerificationResult
+from listhygiene.service import FORM_A_ROOT, FORM_B_ROOT
 from listhygiene.service.store import Store
 
 __all__ = ["create_app", "error_response", "form_app", "verify_charged"]
@@ -129,27 +130,51 @@ def create_app(
     *,
     allow_http_webhooks: bool = False,
     allow_private_webhooks: bool = False,
+    worker_options: dict[str, Any] | None = None,
 ) -> FastAPI:
-    """The service: form A at ``/a/v1``, form B at ``/b/v1``."""
-    from listhygiene.service import form_a, form_b, jobs_b, openapi_a, webhooks
+    """The service: form A at ``/a/v1``, form B at ``/b/v1``.
+
+    ``worker_options`` go to the job worker (:class:`~listhygiene.service.worker.JobWorker`:
+    ``slots``, ``stale_after``, ``poll_seconds`` ...).
+    """
+    from listhygiene.service import files_a, form_a, form_b, jobs_b, openapi_a, webhooks
+    from listhygiene.service.worker import JobWorker
 
     root = FastAPI(
         title="listhygiene", docs_url=None, redoc_url=None, openapi_url=None, lifespan=_lifespan
     )
-    root.state.services = []
+    # One worker runs the jobs of both forms (form A's files, form B's lists).
+    worker = JobWorker(store, engine, **(worker_options or {}))
+    root.state.services = [worker]
     app_a = form_a.build(form_app("a"))
     app_b = form_b.build(form_app("b"))
     for sub in (root, app_a, app_b):
         sub.state.store = store
         sub.state.engine = engine
+        sub.state.worker = worker
         sub.state.allow_http_webhooks = allow_http_webhooks
         sub.state.allow_private_webhooks = allow_private_webhooks
     # Each part adds its routes to the form apps and its background services (a job worker, the
     # webhook outbox) to ``root.state.services``, started and stopped with the server.
-    for part in (jobs_b, webhooks, openapi_a):
+    for part in (files_a, jobs_b, webhooks, openapi_a):
         part.install(root, app_a, app_b)
-    root.mount("/a/v1", app_a)
-    root.mount("/b/v1", app_b)
+    root.mount(FORM_A_ROOT, app_a)
+    root.mount(FORM_B_ROOT, app_b)
+
+    @root.exception_handler(StarletteHTTPException)
+    async def unrouted(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # A path the mounts do not match (Starlette's mount pattern stops at a newline, so
+        # ``/a/v1/webhooks/%0A`` ends here): still the form's own body, never the framework's.
+        path = request.url.path
+        form = "a" if path.startswith(FORM_A_ROOT) else "b" if path.startswith(FORM_B_ROOT) else ""
+        if not form:
+            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+        if exc.status_code == 404:
+            error: ServiceError = _FORMS[form]["not_found"](details=f"No such path: {path}")
+        else:
+            error = _FORMS[form]["bad"](details=str(exc.detail), status=exc.status_code)
+        return error_response(None, error)
+
     return root
 
 

@@ -26,16 +26,14 @@ from starlette.concurrency import run_in_threadpool
 from listhygiene.errors import FormBInsufficientCredits, FormBInvalidRequest, FormBJobNotFound
 from listhygiene.service.auth import FormBKey, form_b_key
 from listhygiene.service.form_a import iso
-from listhygiene.service.store import Store
 from listhygiene.service.store.jobs import (
     FORM_B_RESULT_STATUSES,
-    BulkJob,
     InsufficientCredits,
+    StoredJob,
     create_bulk_job,
     get_job,
     results_page,
 )
-from listhygiene.service.worker import JobWorker
 
 __all__ = ["MAX_BULK_EMAILS", "install", "job_view"]
 
@@ -62,7 +60,7 @@ async def _bulk_request(request: Request) -> BulkRequest:
         raise FormBInvalidRequest(details="; ".join(parts) or "Invalid request body") from None
 
 
-def job_view(job: BulkJob, *, submission: bool = False) -> dict[str, Any]:
+def job_view(job: StoredJob, *, submission: bool = False) -> dict[str, Any]:
     """The bulk job resource: the submission response, or the status response."""
     body: dict[str, Any] = {
         "job_id": job.id,
@@ -91,13 +89,9 @@ def job_view(job: BulkJob, *, submission: bool = False) -> dict[str, Any]:
 
 
 def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
-    """Add the bulk routes to form B and the job worker to the server's services."""
-    store: Store = root.state.store
-    worker = JobWorker(store, root.state.engine)
-    root.state.services.append(worker)
-    app_b.state.bulk_worker = worker
+    """Add the bulk routes to form B (the job worker is the server's, see ``app.create_app``)."""
 
-    async def own_job(request: Request, key: FormBKey, job_id: str) -> BulkJob:
+    async def own_job(request: Request, key: FormBKey, job_id: str) -> StoredJob:
         job = await run_in_threadpool(get_job, request.app.state.store, key.row.id, job_id)
         if job is None:
             raise FormBJobNotFound(details=f"No bulk job {job_id!r}")
@@ -121,7 +115,7 @@ def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
             )
         except InsufficientCredits as exc:
             raise FormBInsufficientCredits(details=str(exc)) from None
-        request.app.state.bulk_worker.wake()
+        request.app.state.worker.wake()
         return job_view(job, submission=True)
 
     @app_b.get("/verify/bulk/{job_id}")

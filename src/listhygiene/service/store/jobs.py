@@ -1,9 +1,11 @@
-"""Form B bulk jobs in the store: create, claim, resume, save results, settle, page results.
+"""Jobs in the store (form A file jobs, form B bulk jobs): create, claim, resume, save results,
+settle, read results.
 
 A job's life:
 
-1. :func:`create_bulk_job` reserves one credit per distinct address and writes the job (status
-   ``processing``) and its rows, in one transaction: either all of it or nothing.
+1. :func:`create_bulk_job` / :func:`create_file_job` reserve one credit per distinct address and
+   write the job (form B's starts ``processing``, form A's ``pending``, as each spec shows) and
+   its rows, in one transaction: either all of it or nothing.
 2. A worker takes it with :func:`claim_job` (``SELECT … FOR UPDATE SKIP LOCKED`` on PostgreSQL,
    ``BEGIN IMMEDIATE`` on SQLite). A claim carries a heartbeat; a job whose worker has not been
    heard of for ``stale_after`` seconds is claimed again by another.
@@ -13,11 +15,14 @@ A job's life:
 4. :func:`finish_job` (or :func:`fail_job`) settles the credits once: the reserved credits that no
    result used (unknown results are free) go back to the key.
 
-Counts (``processed``, ``valid`` …) count submitted rows, duplicates included, so that they reach
-``total``; each address is verified and charged once.
+Each address is verified and charged once. Form B's counts (``processed``, ``valid`` …) count
+submitted rows, duplicates included, so that they reach ``total``; form A's count distinct
+addresses by form A status, so that they reach ``total_emails`` (PRODUCT.md: distinct addresses).
+A form A row whose email cell holds no address (blank, a placeholder) has no address to verify:
+it is in the result file as invalid (``invalid_syntax``), free, and in no count.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,21 +32,29 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from listhygiene.engine.syntax import parse_address
 from listhygiene.results import VerificationResult
+from listhygiene.service import FORM_A_ROOT
 from listhygiene.service.store.models import Job, JobResult, JobRow, new_id, utcnow
 from listhygiene.service.store.store import Store
 
 __all__ = [
+    "FORM_A_RESULT_FILTERS",
     "FORM_B_RESULT_STATUSES",
-    "BulkJob",
     "InsufficientCredits",
     "LostClaim",
+    "StoredJob",
+    "UploadedRow",
     "claim_job",
     "create_bulk_job",
+    "create_file_job",
     "fail_job",
+    "file_event_data",
+    "file_paths",
+    "file_result_rows",
     "finish_job",
     "get_job",
     "heartbeat",
     "pending_addresses",
+    "process_seconds",
     "release_job",
     "results_page",
     "save_results",
@@ -49,12 +62,28 @@ __all__ = [
 
 #: The statuses a results page can be filtered by (the spec names the first three).
 FORM_B_RESULT_STATUSES = ("valid", "invalid", "unknown", "accept_all")
+#: Form A file results can be filtered by these statuses (spec/form-a.md).
+FORM_A_RESULT_FILTERS = ("valid", "invalid", "catchall", "role", "unknown")
 _COUNT_COLUMNS = {
-    "valid": "valid_count",
-    "invalid": "invalid_count",
-    "unknown": "unknown_count",
-    "accept_all": "accept_all_count",
+    # form B's statuses
+    "b": {
+        "valid": "valid_count",
+        "invalid": "invalid_count",
+        "unknown": "unknown_count",
+        "accept_all": "accept_all_count",
+    },
+    # form A's
+    "a": {
+        "valid": "valid_count",
+        "invalid": "invalid_count",
+        "unknown": "unknown_count",
+        "role": "role_count",
+        "catchall": "catchall_count",
+        "disposable": "disposable_count",
+        "risky": "risky_count",
+    },
 }
+_KINDS = {"a": "file", "b": "bulk"}
 _OPEN = ("pending", "processing")
 
 
@@ -71,9 +100,13 @@ class LostClaim(Exception):
 
 
 @dataclass(frozen=True)
-class BulkJob:
+class StoredJob:
+    """A job as stored: form A's file job (``form == "a"``) or form B's bulk job."""
+
     id: str
     api_key_id: str
+    form: str
+    kind: str
     status: str
     total: int
     unique: int
@@ -82,6 +115,14 @@ class BulkJob:
     invalid: int
     unknown: int
     accept_all: int
+    role: int
+    catchall: int
+    disposable: int
+    risky: int
+    file_name: str | None
+    file_size: int | None
+    email_column: str | None
+    columns: list[str] | None
     credits_reserved: int
     credits_used: int
     check_smtp: bool
@@ -95,15 +136,29 @@ class BulkJob:
 
     @property
     def progress_percent(self) -> int:
-        if self.status == "completed" or self.total == 0:
+        # Form A's progress is over distinct addresses, form B's over submitted rows.
+        of = self.unique if self.form == "a" else self.total
+        if self.status == "completed" or of == 0:
             return 100 if self.status == "completed" else 0
-        return min(100, self.processed * 100 // self.total)
+        return min(100, self.processed * 100 // of)
 
 
-def _job(row: Any) -> BulkJob:
-    return BulkJob(
+@dataclass(frozen=True)
+class UploadedRow:
+    """One row of an uploaded file: its email cell, the address read from it (None when the cell
+    holds none), and all its cells in the file's column order."""
+
+    email: str
+    address: str | None
+    cells: list[Any]
+
+
+def _job(row: Any) -> StoredJob:
+    return StoredJob(
         id=row.id,
         api_key_id=row.api_key_id,
+        form=row.form,
+        kind=row.kind,
         status=row.status,
         total=row.total_rows,
         unique=row.unique_emails,
@@ -112,6 +167,14 @@ def _job(row: Any) -> BulkJob:
         invalid=row.invalid_count,
         unknown=row.unknown_count,
         accept_all=row.accept_all_count,
+        role=row.role_count,
+        catchall=row.catchall_count,
+        disposable=row.disposable_count,
+        risky=row.risky_count,
+        file_name=row.file_name,
+        file_size=row.file_size,
+        email_column=row.email_column,
+        columns=row.columns,
         credits_reserved=row.credits_reserved,
         credits_used=row.credits_used,
         check_smtp=row.check_smtp,
@@ -125,11 +188,8 @@ def _job(row: Any) -> BulkJob:
     )
 
 
-_BULK = and_(Job.form == "b", Job.kind == "bulk")
-
-
-def _read(conn: Connection, job_id: str) -> BulkJob | None:
-    row = conn.execute(select(Job.__table__).where(Job.id == job_id, _BULK)).first()
+def _read(conn: Connection, job_id: str) -> StoredJob | None:
+    row = conn.execute(select(Job.__table__).where(Job.id == job_id)).first()
     return _job(row) if row is not None else None
 
 
@@ -149,7 +209,7 @@ def create_bulk_job(
     *,
     check_smtp: bool,
     webhook_url: str | None = None,
-) -> BulkJob:
+) -> StoredJob:
     """Reserve the credits and write the job and its rows, all or nothing.
 
     Raises :class:`InsufficientCredits` (and writes nothing) when the balance is short.
@@ -190,24 +250,88 @@ def create_bulk_job(
     return job
 
 
-def get_job(store: Store, key_id: str, job_id: str) -> BulkJob | None:
-    """``key_id``'s bulk job ``job_id``; None if there is none (or it is another key's)."""
+_ROW_CHUNK = 5_000
+
+
+def create_file_job(
+    store: Store,
+    key_id: str,
+    rows: Sequence[UploadedRow],
+    *,
+    file_name: str,
+    file_size: int,
+    email_column: str,
+    columns: Sequence[str],
+) -> StoredJob:
+    """Reserve the credits and write a form A file job (``pending``) and its rows, all or nothing.
+
+    Raises :class:`InsufficientCredits` (and writes nothing) when the balance is short.
+    """
+    unique = len({r.address for r in rows if r.address is not None})
+    job_id = new_id()
+    with store.transaction(write=True) as conn:
+        if not store.reserve_credits(key_id, unique, conn=conn):
+            raise InsufficientCredits(unique)
+        conn.execute(
+            insert(Job).values(
+                id=job_id,
+                api_key_id=key_id,
+                form="a",
+                kind="file",
+                status="pending",
+                file_name=file_name,
+                file_size=file_size,
+                email_column=email_column,
+                columns=list(columns),
+                total_rows=len(rows),
+                unique_emails=unique,
+                check_smtp=True,
+                credits_reserved=unique,
+                credits_used=0,
+                processed=0,
+                created_at=utcnow(),
+            )
+        )
+        for start in range(0, len(rows), _ROW_CHUNK):
+            conn.execute(
+                insert(JobRow),
+                [
+                    {
+                        "job_id": job_id,
+                        "position": start + i,
+                        "email": r.email,
+                        "address": r.address,
+                        "row": r.cells,
+                    }
+                    for i, r in enumerate(rows[start : start + _ROW_CHUNK])
+                ],
+            )
+        job = _read(conn, job_id)
+    assert job is not None
+    return job
+
+
+def get_job(store: Store, key_id: str, job_id: str, *, form: str = "b") -> StoredJob | None:
+    """``key_id``'s job ``job_id`` of ``form``; None if there is none (or it is another key's, or
+    the other form's)."""
     with store.transaction() as conn:
         job = _read(conn, job_id)
-    return job if job is not None and job.api_key_id == key_id else None
+    if job is None or job.api_key_id != key_id or job.form != form:
+        return None
+    return job
 
 
 # -- claiming ------------------------------------------------------------------------------------
 
 
-def claim_job(store: Store, worker_id: str, *, stale_after: float = 60) -> BulkJob | None:
-    """Take the oldest open bulk job that nobody holds (or whose holder went silent)."""
+def claim_job(store: Store, worker_id: str, *, stale_after: float = 60) -> StoredJob | None:
+    """Take the oldest open job (of either form) that nobody holds, or whose holder went
+    silent."""
     now = utcnow()
     stale = now - timedelta(seconds=stale_after)
     query = (
         select(Job.id)
         .where(
-            _BULK,
             Job.status.in_(_OPEN),
             or_(Job.claimed_by.is_(None), Job.heartbeat_at.is_(None), Job.heartbeat_at < stale),
         )
@@ -290,16 +414,20 @@ def save_results(
         by_address.setdefault(address, result)
     dialect_insert = postgresql.insert if store.backend == "postgresql" else sqlite.insert
     with store.transaction(write=True) as conn:
-        holder = _held(worker_id, job_id) if worker_id else and_(Job.id == job_id, _BULK)
+        holder = _held(worker_id, job_id) if worker_id else Job.id == job_id
         # Take the job's row lock first (PostgreSQL), so that counts are added once.
-        touched = conn.execute(update(Job).where(holder).values(heartbeat_at=utcnow())).rowcount
-        if touched != 1:
+        form = conn.execute(
+            update(Job).where(holder).values(heartbeat_at=utcnow()).returning(Job.form)
+        ).scalar_one_or_none()
+        if form is None:
             raise LostClaim(job_id)
         if not by_address:
             return 0
         rows = []
+        statuses: dict[str, str] = {}
         for address, result in by_address.items():
             status_b, _ = result.form_b_status()
+            statuses[address] = str(result.status.value if form == "a" else status_b.value)
             rows.append(
                 {
                     "job_id": job_id,
@@ -319,23 +447,27 @@ def save_results(
         )
         if not inserted:
             return 0
-        counted = conn.execute(
-            select(JobRow.address, func.count())
-            .where(JobRow.job_id == job_id, JobRow.address.in_(inserted))
-            .group_by(JobRow.address)
-        )
-        copies: dict[str, int] = {row[0]: row[1] for row in counted}
-        values: dict[str, Any] = {}
-        added = dict.fromkeys(_COUNT_COLUMNS.values(), 0)
+        if form == "a":  # distinct addresses
+            copies = dict.fromkeys(inserted, 1)
+        else:  # submitted rows, duplicates included
+            counted = conn.execute(
+                select(JobRow.address, func.count())
+                .where(JobRow.job_id == job_id, JobRow.address.in_(inserted))
+                .group_by(JobRow.address)
+            )
+            copies = {row[0]: row[1] for row in counted}
+        columns = _COUNT_COLUMNS[form]
+        added = dict.fromkeys(columns.values(), 0)
         processed = used = 0
         for address in inserted:
-            result = by_address[address]
             n = copies.get(address, 0)
             processed += n
-            added[_COUNT_COLUMNS[result.form_b_status()[0].value]] += n
-            used += 1 if result.credits_used > 0 else 0
-        values["processed"] = Job.processed + processed
-        values["credits_used"] = Job.credits_used + used
+            added[columns[statuses[address]]] += n
+            used += 1 if by_address[address].credits_used > 0 else 0
+        values: dict[str, Any] = {
+            "processed": Job.processed + processed,
+            "credits_used": Job.credits_used + used,
+        }
         for column, n in added.items():
             if n:
                 values[column] = getattr(Job, column) + n
@@ -343,20 +475,20 @@ def save_results(
         return len(inserted)
 
 
-def _settle(store: Store, conn: Connection, job: BulkJob) -> None:
+def _settle(store: Store, conn: Connection, job: StoredJob) -> None:
     unused = job.credits_reserved - job.credits_used
     if unused > 0:
         store.refund_credits(job.api_key_id, unused, conn=conn)
 
 
-def finish_job(store: Store, job_id: str, worker_id: str | None = None) -> BulkJob | None:
+def finish_job(store: Store, job_id: str, worker_id: str | None = None) -> StoredJob | None:
     """Complete the job and settle its credits, once; None if it was already settled."""
     return _close(store, job_id, worker_id, status="completed")
 
 
 def fail_job(
     store: Store, job_id: str, code: str, message: str, worker_id: str | None = None
-) -> BulkJob | None:
+) -> StoredJob | None:
     """Fail the job and settle its credits (only results saved are charged), once."""
     return _close(store, job_id, worker_id, status="failed", code=code, message=message)
 
@@ -369,7 +501,7 @@ def _close(
     status: str,
     code: str | None = None,
     message: str | None = None,
-) -> BulkJob | None:
+) -> StoredJob | None:
     with store.transaction(write=True) as conn:
         holder = (
             _held(worker_id, job_id) if worker_id else and_(Job.id == job_id, Job.status.in_(_OPEN))
@@ -377,7 +509,7 @@ def _close(
         # The conditional update is the once-only guard: a second close matches nothing.
         closed = conn.execute(
             update(Job)
-            .where(holder, _BULK)
+            .where(holder)
             .values(
                 status=status,
                 completed_at=utcnow(),
@@ -395,12 +527,17 @@ def _close(
         return job
 
 
-def _announce(store: Store, conn: Any, job: "BulkJob") -> None:
-    """Queue ``bulk.completed`` / ``bulk.failed`` in the transaction that closes the job (a
-    transactional outbox: the event exists exactly when the job is closed, even across a crash),
-    for the key's webhooks and the submission's ``webhook_url``."""
+def _announce(store: Store, conn: Any, job: StoredJob) -> None:
+    """Queue the job's event in the transaction that closes it (a transactional outbox: the event
+    exists exactly when the job is closed, even across a crash): ``file.completed`` /
+    ``file.failed`` for form A's webhooks, ``bulk.completed`` / ``bulk.failed`` for form B's and
+    the submission's ``webhook_url``."""
     from listhygiene.service.delivery import notify_sync
 
+    if job.form == "a":
+        event = "file.completed" if job.status == "completed" else "file.failed"
+        notify_sync(store, job.api_key_id, "a", event, file_event_data(job), conn=conn)
+        return
     event = "bulk.completed" if job.status == "completed" else "bulk.failed"
     data = {
         "job_id": job.id,
@@ -411,6 +548,87 @@ def _announce(store: Store, conn: Any, job: "BulkJob") -> None:
         "unknown": job.unknown,
     }
     notify_sync(store, job.api_key_id, "b", event, data, extra_url=job.webhook_url, conn=conn)
+
+
+def file_paths(job_id: str) -> tuple[str, str]:
+    """A file job's ``(status_url, download_url)``: paths from the server root (PRODUCT.md)."""
+    status_url = f"{FORM_A_ROOT}/verify/file/{job_id}"
+    return status_url, f"{status_url}/results"
+
+
+def process_seconds(job: StoredJob) -> float:
+    """Seconds from the job's first claim to its end (0 before it started)."""
+    if job.started_at is None or job.completed_at is None:
+        return 0.0
+    return round(max(0.0, (job.completed_at - job.started_at).total_seconds()), 3)
+
+
+def file_event_data(job: StoredJob) -> dict[str, Any]:
+    """The ``data`` of a ``file.completed`` / ``file.failed`` event (spec/form-a.md, Events)."""
+    _, download_url = file_paths(job.id)
+    completed = job.status == "completed"
+    return {
+        "job_id": job.id,
+        "file_name": job.file_name or "",
+        "total_emails": job.unique,
+        "valid_emails": job.valid,
+        "invalid_emails": job.invalid,
+        "role_emails": job.role,
+        "catchall_emails": job.catchall,
+        "unknown_emails": job.unknown,
+        "disposable_emails": job.disposable,
+        "credits_used": job.credits_used,
+        "process_time_seconds": process_seconds(job),
+        # The service keeps no result file of its own: it is rendered from the store on request.
+        "result_file_path": download_url if completed else "",
+        "download_url": download_url if completed else "",
+    }
+
+
+def file_result_rows(
+    store: Store, job_id: str, statuses: Iterable[str] | None = None, *, chunk: int = 2_000
+) -> Iterator[tuple[list[Any], VerificationResult | None]]:
+    """A file job's rows in upload order, each with its cells and its address's result (None for
+    a row whose cell holds no address), keeping those whose form A status is in ``statuses`` (a
+    row without an address counts as invalid); every row when ``statuses`` is None.
+
+    Read ``chunk`` rows per short transaction, so that a long download holds no connection.
+    """
+    joined = JobRow.__table__.outerjoin(
+        JobResult.__table__,
+        and_(JobResult.job_id == JobRow.job_id, JobResult.address == JobRow.address),
+    )
+    where: list[Any] = [JobRow.job_id == job_id]
+    if statuses is not None:
+        wanted = sorted(set(statuses))
+        kept = [JobResult.status.in_(wanted)]
+        if "invalid" in wanted:
+            kept.append(JobRow.address.is_(None))
+        where.append(or_(*kept))
+    after = -1
+    while True:
+        query = (
+            select(JobRow.position, JobRow.row, JobRow.address, JobResult.result)
+            .select_from(joined)
+            .where(*where, JobRow.position > after)
+            .order_by(JobRow.position)
+            .limit(chunk)
+        )
+        with store.transaction() as conn:
+            page = conn.execute(query).all()
+        # Duplicates of an address within the page share one parsed result; the memory held is
+        # one page's, whatever the size of the job.
+        parsed: dict[str, VerificationResult] = {}
+        for position, cells, address, raw in page:
+            result = None
+            if raw is not None:
+                result = parsed.get(address)
+                if result is None:
+                    result = parsed[address] = VerificationResult.model_validate_json(raw)
+            yield list(cells or []), result
+            after = position
+        if len(page) < chunk:
+            return
 
 
 def results_page(

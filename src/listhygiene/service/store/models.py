@@ -220,8 +220,8 @@ class JobRow(Base):
     # The cell as uploaded, and the address read from it (null when there is none).
     email: Mapped[str] = mapped_column(Text)
     address: Mapped[str | None] = mapped_column(Text)
-    # The row's other cells. Plain JSON, not JSONB: JSONB reorders object keys.
-    row: Mapped[dict[str, Any] | None]
+    # A file row's cells, in the order of the job's ``columns`` (null for a form B address).
+    row: Mapped[list[Any] | None]
 
 
 class JobResult(Base):
