@@ -150,6 +150,48 @@ class VerificationResult(BaseModel):
 
     # -- form B ---------------------------------------------------------------------------------
 
+    @classmethod
+    def from_form_b(cls, data: dict[str, Any]) -> "VerificationResult":
+        """Parse a form B result (``/verify``, or an item of a results page) into the shared model.
+
+        Form B tells what the mail server said, form A classifies the address: the facts are
+        rebuilt from the status, the reason and the ``result`` booleans, and form A's status is
+        then decided from them by the same table as the engine's (a disposable address that
+        form B calls valid is ``disposable`` here). Form B's own status and reason come back
+        unchanged from :meth:`form_b_status`. The sample items of results pages carry only some
+        booleans, and the reason inside ``result``: missing booleans are inferred.
+        """
+        flags = data.get("result") if isinstance(data.get("result"), dict) else {}
+        b_status = FormBStatus(data["status"])
+        reason = _b_reason(b_status, data.get("reason") or flags.get("reason"), flags)
+        syntax_valid = reason is not Reason.INVALID_SYNTAX
+        smtp_checked = _b_smtp_checked(b_status, reason, flags)
+        is_catchall = bool(flags.get("catchall", b_status is FormBStatus.ACCEPT_ALL))
+        facts = Facts(
+            syntax_valid=syntax_valid,
+            dns=_b_dns(b_status, reason, flags) if syntax_valid else DnsOutcome.NOT_CHECKED,
+            smtp_checked=smtp_checked,
+            mailbox=_b_mailbox(b_status, reason, smtp_checked),
+            undetermined_reason=reason if b_status is FormBStatus.UNKNOWN else None,
+            is_disposable=bool(flags.get("disposable", False)),
+            is_role=bool(flags.get("role", False)),
+            is_free=bool(flags.get("free", False)),
+            is_catchall=is_catchall,
+        )
+        email = str(data["email"])
+        result = cls.from_facts(
+            email, facts, domain=email.rpartition("@")[2].lower() if syntax_valid else ""
+        )
+        update: dict[str, Any] = {}
+        if "deliverable" in flags:
+            update["is_deliverable"] = bool(flags["deliverable"])
+        if data.get("credits_used") is not None:
+            update["credits_used"] = int(data["credits_used"])
+        # The service's own score, where form A's status says the same as form B's.
+        if data.get("score") is not None and _SAME_STATUS.get(result.status) is b_status:
+            update["score"] = float(data["score"])
+        return result.model_copy(update=update) if update else result
+
     def form_b_status(self) -> tuple[FormBStatus, Reason | None]:
         return form_b_status(self.facts)
 
@@ -263,6 +305,64 @@ def _infer_mailbox(status: Status, reason: Reason | None, smtp_check: Any) -> Ma
     if status is Status.UNKNOWN:
         return MailboxOutcome.UNDETERMINED
     return MailboxOutcome.NOT_CHECKED
+
+
+#: Form A statuses that mean what a form B status means (the score scales agree on these).
+_SAME_STATUS: dict[Status, FormBStatus] = {
+    Status.VALID: FormBStatus.VALID,
+    Status.INVALID: FormBStatus.INVALID,
+    Status.UNKNOWN: FormBStatus.UNKNOWN,
+    Status.CATCHALL: FormBStatus.ACCEPT_ALL,
+}
+_MAILBOX_BY_REASON: dict[Reason, MailboxOutcome] = {
+    Reason.MAILBOX_NOT_FOUND: MailboxOutcome.NOT_FOUND,
+    Reason.MAILBOX_DISABLED: MailboxOutcome.DISABLED,
+    Reason.MAILBOX_FULL: MailboxOutcome.FULL,
+}
+_B_INVALID_REASONS = frozenset({Reason.INVALID_SYNTAX, Reason.NO_MAIL_SERVER, *_MAILBOX_BY_REASON})
+
+
+def _b_reason(status: FormBStatus, raw: Any, flags: dict[str, Any]) -> Reason | None:
+    """The reason given, or for an invalid address without a known one, the likeliest."""
+    try:
+        reason = Reason(raw) if raw else None
+    except ValueError:  # a reason this version does not know
+        reason = None
+    if status is not FormBStatus.INVALID or reason in _B_INVALID_REASONS:
+        return reason
+    if not flags.get("valid_format", True):
+        return Reason.INVALID_SYNTAX
+    if not flags.get("valid_mx", True) or not flags.get("valid_domain", True):
+        return Reason.NO_MAIL_SERVER
+    return Reason.MAILBOX_NOT_FOUND
+
+
+def _b_dns(status: FormBStatus, reason: Reason | None, flags: dict[str, Any]) -> DnsOutcome:
+    if reason is Reason.NO_MAIL_SERVER:
+        return DnsOutcome.NO_MAIL_SERVER if flags.get("valid_domain") else DnsOutcome.NXDOMAIN
+    if reason is Reason.DNS_ERROR:
+        return DnsOutcome.ERROR
+    if status is FormBStatus.UNKNOWN and not flags.get("valid_mx", True):
+        return DnsOutcome.ERROR
+    return DnsOutcome.MX
+
+
+def _b_smtp_checked(status: FormBStatus, reason: Reason | None, flags: dict[str, Any]) -> bool:
+    if flags.get("smtp_valid") or status is FormBStatus.ACCEPT_ALL or reason in _MAILBOX_BY_REASON:
+        return True
+    if status is FormBStatus.UNKNOWN:
+        return reason is not Reason.DNS_ERROR
+    return False
+
+
+def _b_mailbox(status: FormBStatus, reason: Reason | None, smtp_checked: bool) -> MailboxOutcome:
+    if not smtp_checked:
+        return MailboxOutcome.NOT_CHECKED
+    if reason is not None and reason in _MAILBOX_BY_REASON:
+        return _MAILBOX_BY_REASON[reason]
+    if status is FormBStatus.UNKNOWN:
+        return MailboxOutcome.UNDETERMINED
+    return MailboxOutcome.ACCEPTED
 
 
 def arrow_schema(*, internal: bool = False) -> "pa.Schema":
