@@ -125,25 +125,45 @@ LAST_NAMES = (
 # -- processes ------------------------------------------------------------------------------------
 
 
-def proc_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of process ``pid`` so far (None where it cannot be read)."""
+def family(pid: int) -> list[int]:
+    """``pid`` and its descendants (``serve --workers N`` runs its servers as children)."""
+    found = [pid]
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return found
+    for child in children:
+        found += family(int(child))
+    return found
+
+
+def proc_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` and its children so far (None where it cannot
+    be read)."""
+    total = 0.0
+    for member in family(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            if member == pid:
+                return None
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def proc_memory_kib(pid: int) -> dict[str, int]:
-    """``VmRSS`` and ``VmHWM`` (peak RSS) of process ``pid``, in KiB (empty if unreadable)."""
+    """``VmRSS`` and ``VmHWM`` (peak RSS) of process ``pid``, in KiB (empty if unreadable),
+    summed over it and its children (so the peak is an upper bound with several)."""
     found: dict[str, int] = {}
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            name, _, value = line.partition(":")
-            if name in ("VmRSS", "VmHWM"):
-                found[name] = int(value.split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
+    for member in family(pid):
+        try:
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                name, _, value = line.partition(":")
+                if name in ("VmRSS", "VmHWM"):
+                    found[name] = found.get(name, 0) + int(value.split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
     return found
 
 
@@ -156,8 +176,11 @@ def free_port() -> int:
 class ServerProcess:
     """``listhygiene serve`` as a subprocess on a free loopback port, logging to a file."""
 
-    def __init__(self, db: str, sandbox: SandboxProcess, log_path: Path, key: str) -> None:
+    def __init__(
+        self, db: str, sandbox: SandboxProcess, log_path: Path, key: str, workers: int = 1
+    ) -> None:
         self.db = db
+        self.workers = workers
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -177,7 +200,7 @@ class ServerProcess:
 
     def __enter__(self) -> "ServerProcess":
         command = [sys.executable, "-m", "listhygiene.cli", "serve", "--db", self.db]
-        command += ["--port", str(self.port)]
+        command += ["--port", str(self.port), "--workers", str(self.workers)]
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 command, env=self.env, stdout=log, stderr=subprocess.STDOUT
@@ -685,6 +708,9 @@ def main(argv: list[str] | None = None) -> int:
         metavar="URL",
         help="postgresql://HOST:PORT/DB: a scratch database on that server (default: SQLite)",
     )
+    parser.add_argument(
+        "--server-workers", type=int, default=1, help="serve --workers: server processes"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -703,7 +729,10 @@ def main(argv: list[str] | None = None) -> int:
         ):
             report["store"] = make_url(db).get_backend_name()
             key = create_key(db)
-            server = ServerProcess(db, sandbox, folder / "server.log", key)
+            server = ServerProcess(
+                db, sandbox, folder / "server.log", key, workers=args.server_workers
+            )
+            report["server_workers"] = args.server_workers
             with server:
                 report["server_startup_seconds"] = round(server.startup_seconds, 2)
                 if args.part in ("single", "all"):

@@ -136,3 +136,65 @@ def test_one_rate_limit_across_both_servers(deployment: tuple[str, list[str]]) -
     assert codes.count(200) == 8
     assert codes.count(429) == 4
     assert codes[:8] == [200] * 8  # the ninth request, on either server, is refused
+
+
+def test_serve_with_worker_processes(sandbox: Sandbox, tmp_path: Any) -> None:
+    """``serve --workers 2``: uvicorn's two server processes build the app from the configuration
+    ``serve`` hands them, on one SQLite file, and run jobs and requests as one service."""
+    db = f"sqlite:///{tmp_path / 'workers.db'}"
+    with Store(db) as store:
+        key, _ = store.create_key("workers", 100)
+    port = free_port()
+    env = {**os.environ, **sandbox.engine_environment(), "LISTHYGIENE_HELO": "verifier.test"}
+    server = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "listhygiene.cli", "serve"),
+            *("--db", db, "--port", str(port), "--workers", "2"),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    headers = {"LISTHYGIENE-API-KEY": key}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"{base}/a/v1/credits", headers=headers, timeout=1)
+                break
+            except httpx.TransportError:
+                assert server.poll() is None, server.stderr.read() if server.stderr else ""
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.2)
+        upload = httpx.post(
+            f"{base}/a/v1/verify/file",
+            headers=headers,
+            files={
+                "file": ("two.txt", b"alice.johnson@acme-corp.test\nnobody.here@acme-corp.test\n")
+            },
+            timeout=30,
+        )
+        assert upload.status_code == 200, upload.text
+        job_id = upload.json()["data"]["task_id"]
+        while (job := httpx.get(f"{base}/a/v1/verify/file/{job_id}", headers=headers).json())[
+            "data"
+        ]["status"] != "completed":
+            assert time.monotonic() < deadline + 60, job
+            time.sleep(0.2)
+        assert (job["data"]["valid_emails"], job["data"]["invalid_emails"]) == (1, 1)
+        answers = [
+            httpx.post(
+                f"{base}/a/v1/verify/single",
+                headers=headers,
+                json={"email": "alice.johnson@acme-corp.test", "check_smtp": False},
+            ).json()["data"]["status"]
+            for _ in range(10)
+        ]
+        assert answers == ["valid"] * 10
+        credits = httpx.get(f"{base}/a/v1/credits", headers=headers).json()["data"]
+        assert credits["credits_consumed"] == 12
+    finally:
+        server.terminate()
+        server.wait(15)

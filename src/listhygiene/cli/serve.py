@@ -42,6 +42,13 @@ from listhygiene.cli.options import build_settings, engine_options
     help="Accept webhook URLs on private or loopback addresses (local use, tests).",
 )
 @click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Server processes (one per core); they share jobs, credits and limits via --db.",
+)
+@click.option(
     "--job-slots",
     default=2,
     show_default=True,
@@ -65,6 +72,7 @@ def serve(
     ssl_keyfile: Path | None,
     allow_http_webhooks: bool,
     allow_private_webhooks: bool,
+    workers: int,
     job_slots: int,
     stale_after: float,
     engine_settings: dict[str, Any],
@@ -84,33 +92,42 @@ def serve(
         raise click.UsageError("--ssl-certfile and --ssl-keyfile go together")
     settings = build_settings(engine_settings)
 
+    import os
+
     import uvicorn
     from sqlalchemy.exc import SQLAlchemyError
 
-    from listhygiene.engine import Engine
-    from listhygiene.service.app import create_app
+    from listhygiene.service.factory import CONFIG_VARIABLE, ServeConfig, build_app
     from listhygiene.service.store import Store
 
     try:
-        store = Store(db)
+        Store(db).close()  # migrated once, here, and any problem said before serving
     except (SQLAlchemyError, OSError, ImportError) as exc:
         reason = getattr(exc, "orig", None) or exc
         raise click.ClickException(f"cannot use the database: {reason}") from None
-    app = create_app(
-        store,
-        Engine(settings),
+    config = ServeConfig(
+        db=db,
+        engine=settings.model_dump(mode="json", exclude_unset=True),
         allow_http_webhooks=allow_http_webhooks,
         allow_private_webhooks=allow_private_webhooks,
-        worker_options={"slots": job_slots, "stale_after": stale_after},
+        worker={"slots": job_slots, "stale_after": stale_after},
     )
-    try:
-        uvicorn.run(
-            app,
-            host=host,
-            port=port,
-            ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
-            ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
-            log_level="info",
-        )
-    finally:
-        store.close()
+    tls = {
+        "ssl_certfile": str(ssl_certfile) if ssl_certfile else None,
+        "ssl_keyfile": str(ssl_keyfile) if ssl_keyfile else None,
+    }
+    if workers == 1:
+        uvicorn.run(build_app(config), host=host, port=port, log_level="info", **tls)
+        return
+    # uvicorn's worker processes import the app by name: they read the configuration from the
+    # environment they inherit.
+    os.environ[CONFIG_VARIABLE] = config.to_json()
+    uvicorn.run(
+        "listhygiene.service.factory:app_from_environment",
+        factory=True,
+        workers=workers,
+        host=host,
+        port=port,
+        log_level="info",
+        **tls,
+    )

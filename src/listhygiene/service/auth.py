@@ -44,16 +44,18 @@ def form_a_key(endpoint: AEndpoint) -> Callable[[Request], Awaitable[ApiKeyRow]]
 
     async def dependency(request: Request) -> ApiKeyRow:
         store = _store(request)
-        key = await run_in_threadpool(store.authenticate, request.headers.get(FORM_A_KEY_HEADER))
+        given = request.headers.get(FORM_A_KEY_HEADER)
+        # One thread hop and one transaction: the key and its count (a fixed cost per request).
+        key, hits = await run_in_threadpool(
+            store.admit, given, lambda row: [form_a_limit(row, endpoint)]
+        )
         if key is None:
             raise FormAInvalidApiKey(
                 details="Provide a valid key in the LISTHYGIENE-API-KEY header"
             )
-        limit = form_a_limit(key, endpoint)
-        hit: RateHit = await run_in_threadpool(
-            store.rate_window_hit, key.id, limit.bucket, limit.window_seconds, limit.limit
-        )
+        (hit,) = hits
         if not hit.allowed:
+            limit = form_a_limit(key, endpoint)
             wait = _seconds_until(hit.reset)
             raise FormARateLimited(
                 details=f"At most {limit.limit} {endpoint} requests per minute; retry in {wait} s",
@@ -77,22 +79,13 @@ async def form_b_key(request: Request, response: Response) -> FormBKey:
     """A dependency: the request's bearer key, counted in its hourly and daily windows."""
     store = _store(request)
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    key = None
-    if scheme.lower() == "bearer":
-        key = await run_in_threadpool(store.authenticate, token.strip())
+    given = token.strip() if scheme.lower() == "bearer" else None
+    key, hits = await run_in_threadpool(store.admit, given, form_b_limits)
     if key is None:
         raise FormBInvalidApiKey(details="Send Authorization: Bearer <API key>")
-    hour, day = form_b_limits(key)
-    hour_hit: RateHit = await run_in_threadpool(
-        store.rate_window_hit, key.id, hour.bucket, hour.window_seconds, hour.limit
-    )
-    refused: RateHit | None = None if hour_hit.allowed else hour_hit
-    if refused is None:
-        day_hit: RateHit = await run_in_threadpool(
-            store.rate_window_hit, key.id, day.bucket, day.window_seconds, day.limit
-        )
-        if not day_hit.allowed:
-            refused = day_hit
+    hour, _ = form_b_limits(key)
+    hour_hit = hits[0]
+    refused = next((hit for hit in hits if not hit.allowed), None)
     headers = {
         "X-RateLimit-Limit": str(hour.limit),
         "X-RateLimit-Remaining": str(hour_hit.remaining),

@@ -8,11 +8,17 @@
   ``write=True`` starts with ``BEGIN IMMEDIATE``, which takes the write lock at once. A
   transaction that reads and then writes must do that: in WAL mode a deferred one that finds
   another writer has committed since its read fails with "database is locked" at once, whatever
-  the busy timeout.
+  the busy timeout. Within a process, writing transactions also queue on a lock of the engine
+  before ``BEGIN IMMEDIATE``: threads then wait their turn on the lock and start the moment it
+  is free, instead of in SQLite's busy handler, which sleeps up to 100 ms between tries (that
+  sleeping made the p99 latency of a loaded server several times its p50). Other processes on
+  the same file still meet in the busy handler.
 """
 
 import sqlite3
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -106,8 +112,24 @@ def transaction(engine: Engine, *, write: bool = False) -> Iterator[Connection]:
     ``write=True`` for a transaction that writes after reading: on SQLite it takes the write lock
     first (``BEGIN IMMEDIATE``); PostgreSQL needs nothing more than its row locks.
     """
-    with engine.connect() as connection:
-        if write and engine.dialect.name == "sqlite":
-            connection.execution_options(**{_BEGIN: "BEGIN IMMEDIATE"})
+    if not (write and engine.dialect.name == "sqlite"):
+        with engine.connect() as connection, connection.begin():
+            yield connection
+        return
+    with _writer_lock(engine), engine.connect() as connection:
+        connection.execution_options(**{_BEGIN: "BEGIN IMMEDIATE"})
         with connection.begin():
             yield connection
+
+
+_WRITER_LOCKS: "weakref.WeakKeyDictionary[Engine, threading.RLock]" = weakref.WeakKeyDictionary()
+_LOCKS_LOCK = threading.Lock()
+
+
+def _writer_lock(engine: Engine) -> threading.RLock:
+    """The lock this process's writing transactions on ``engine`` (a SQLite file) take turns on."""
+    with _LOCKS_LOCK:
+        lock = _WRITER_LOCKS.get(engine)
+        if lock is None:
+            lock = _WRITER_LOCKS[engine] = threading.RLock()
+        return lock

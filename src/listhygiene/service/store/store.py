@@ -25,19 +25,22 @@ Design, for the parts of the service that build on it:
 import hashlib
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, NamedTuple, Self, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, TypeVar
 
-from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 
 from listhygiene.service.store.engine import make_engine, transaction
 from listhygiene.service.store.migrate import upgrade
 from listhygiene.service.store.models import PLANS, ApiKey, RateWindow, new_id, utcnow
+
+if TYPE_CHECKING:
+    from listhygiene.service.store.limits import Limit
 
 __all__ = ["KEY_PREFIX", "LIMIT_FIELDS", "ApiKeyRow", "Credits", "RateHit", "Store", "hash_key"]
 
@@ -115,6 +118,7 @@ class Store:
         self.engine: Engine = make_engine(url, **engine_options)
         if migrate:
             upgrade(self.engine)
+        self._hot = _HotStatements(self.backend)
 
     @property
     def backend(self) -> str:
@@ -198,28 +202,14 @@ class Store:
     def reserve_credits(self, key_id: str, amount: int, *, conn: Connection | None = None) -> bool:
         """Take ``amount`` credits if the balance has them; False (and nothing taken) if not."""
         _check_amount(amount)
-        statement = (
-            update(ApiKey)
-            .where(ApiKey.id == key_id, ApiKey.credits_balance >= amount)
-            .values(
-                credits_balance=ApiKey.credits_balance - amount,
-                credits_consumed=ApiKey.credits_consumed + amount,
-            )
-        )
-        return self._run(conn, lambda c: c.execute(statement).rowcount == 1)
+        values = {"key_id": key_id, "amount": amount}
+        return self._run(conn, lambda c: c.execute(self._hot.reserve, values).rowcount == 1)
 
     def refund_credits(self, key_id: str, amount: int, *, conn: Connection | None = None) -> None:
         """Give back ``amount`` reserved credits that were not used (e.g. unknown results)."""
         _check_amount(amount)
-        statement = (
-            update(ApiKey)
-            .where(ApiKey.id == key_id, ApiKey.credits_consumed >= amount)
-            .values(
-                credits_balance=ApiKey.credits_balance + amount,
-                credits_consumed=ApiKey.credits_consumed - amount,
-            )
-        )
-        if not self._run(conn, lambda c: c.execute(statement).rowcount == 1):
+        values = {"key_id": key_id, "amount": amount}
+        if not self._run(conn, lambda c: c.execute(self._hot.refund, values).rowcount == 1):
             raise LookupError(f"no key {key_id!r} with {amount} credits consumed to refund")
 
     def add_credits(self, key_id: str, amount: int, *, conn: Connection | None = None) -> None:
@@ -263,6 +253,42 @@ class Store:
         Allowed while the window has counted fewer than ``limit``; a refused request is not
         counted. One statement, atomic across threads and processes.
         """
+        with self.transaction(write=True) as conn:
+            return self._count(conn, key_id, bucket, window_seconds, limit, now)
+
+    def admit(
+        self, key: str | None, limits: "Callable[[ApiKeyRow], Sequence[Limit]]"
+    ) -> tuple[ApiKeyRow | None, list[RateHit]]:
+        """Authenticate ``key`` and count the request in each of ``limits(key)`` in turn, in one
+        transaction (a request's fixed cost, so kept to one round of statements).
+
+        Returns the key (None if unknown: nothing counted) and the hits counted; counting stops at
+        the first refused one, which is then the last of the list.
+        """
+        if not key or not key.startswith(KEY_PREFIX):
+            return None, []
+        hits: list[RateHit] = []
+        with self.transaction(write=True) as conn:
+            found = conn.execute(self._hot.key_by_hash, {"hash": hash_key(key)}).mappings().first()
+            if found is None:
+                return None, []
+            row = ApiKeyRow(**found)
+            for limit in limits(row):
+                hit = self._count(conn, row.id, limit.bucket, limit.window_seconds, limit.limit)
+                hits.append(hit)
+                if not hit.allowed:
+                    break
+        return row, hits
+
+    def _count(
+        self,
+        conn: Connection,
+        key_id: str,
+        bucket: str,
+        window_seconds: int,
+        limit: int,
+        now: float | None = None,
+    ) -> RateHit:
         if window_seconds <= 0:
             raise ValueError("window_seconds must be positive")
         moment = int(time.time() if now is None else now)
@@ -270,19 +296,10 @@ class Store:
         reset = window_start + window_seconds
         if limit <= 0:
             return RateHit(False, 0, reset)
-        dialect_insert = postgresql.insert if self.backend == "postgresql" else sqlite.insert
-        statement = (
-            dialect_insert(RateWindow)
-            .values(api_key_id=key_id, bucket=bucket, window_start=window_start, count=1)
-            .on_conflict_do_update(
-                index_elements=[RateWindow.api_key_id, RateWindow.bucket, RateWindow.window_start],
-                set_={"count": RateWindow.count + 1},
-                where=RateWindow.count < limit,
-            )
-            .returning(RateWindow.count)
-        )
-        with self.transaction() as conn:
-            count = conn.execute(statement).scalar_one_or_none()
+        count = conn.execute(
+            self._hot.count,
+            {"key_id": key_id, "bucket": bucket, "window_start": window_start, "limit": limit},
+        ).scalar_one_or_none()
         if count is None:  # the window was full: the update's WHERE did not match
             return RateHit(False, 0, reset)
         return RateHit(True, limit - count, reset)
@@ -292,8 +309,53 @@ class Store:
     def _run(self, conn: Connection | None, work: Callable[[Connection], _T]) -> _T:
         if conn is not None:
             return work(conn)
-        with self.transaction() as own:
+        with self.transaction(write=True) as own:
             return work(own)
+
+
+class _HotStatements:
+    """The statements of every request (key, rate window, credits), built once with bound
+    parameters: building a SQLAlchemy statement costs more CPU than running it on SQLite."""
+
+    def __init__(self, backend: str) -> None:
+        keys = ApiKey.__table__
+        self.key_by_hash = select(*_KEY_COLUMNS).where(
+            keys.c.key_hash == bindparam("hash"), keys.c.active
+        )
+        windows = RateWindow.__table__
+        dialect_insert = postgresql.insert if backend == "postgresql" else sqlite.insert
+        self.count = (
+            dialect_insert(windows)
+            .values(
+                api_key_id=bindparam("key_id"),
+                bucket=bindparam("bucket"),
+                window_start=bindparam("window_start"),
+                count=1,
+            )
+            .on_conflict_do_update(
+                index_elements=[windows.c.api_key_id, windows.c.bucket, windows.c.window_start],
+                set_={"count": windows.c.count + 1},
+                where=windows.c.count < bindparam("limit"),
+            )
+            .returning(windows.c.count)
+        )
+        amount = bindparam("amount")
+        self.reserve = (
+            update(keys)
+            .where(keys.c.id == bindparam("key_id"), keys.c.credits_balance >= amount)
+            .values(
+                credits_balance=keys.c.credits_balance - amount,
+                credits_consumed=keys.c.credits_consumed + amount,
+            )
+        )
+        self.refund = (
+            update(keys)
+            .where(keys.c.id == bindparam("key_id"), keys.c.credits_consumed >= amount)
+            .values(
+                credits_balance=keys.c.credits_balance + amount,
+                credits_consumed=keys.c.credits_consumed - amount,
+            )
+        )
 
 
 def _check_amount(amount: int) -> None:

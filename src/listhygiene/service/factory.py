@@ -1,0 +1,77 @@
+"""The service built from a configuration in the environment, for server processes that uvicorn
+starts itself (``listhygiene serve --workers N``).
+
+uvicorn's worker processes import the application by name and cannot be handed objects, so
+``serve`` writes its whole configuration (database URL, engine settings, webhook flags, worker
+options) as JSON in :data:`CONFIG_VARIABLE`, and each process builds its own store, engine and
+job worker from it with :func:`app_from_environment`. The processes share everything that
+matters through the database: jobs are claimed, credits reserved and rate limits counted there.
+"""
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fastapi import FastAPI
+
+__all__ = ["CONFIG_VARIABLE", "ServeConfig", "app_from_environment", "build_app"]
+
+CONFIG_VARIABLE = "LISTHYGIENE_SERVE_CONFIG"
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Everything a server process needs to build the app."""
+
+    db: str
+    engine: dict[str, Any] = field(default_factory=dict)
+    allow_http_webhooks: bool = False
+    allow_private_webhooks: bool = False
+    worker: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "ServeConfig":
+        return cls(**json.loads(text))
+
+
+def build_app(config: ServeConfig) -> FastAPI:
+    """The app of ``config``, with its own store and engine (closed when the server stops)."""
+    from listhygiene.engine import Engine, EngineSettings
+    from listhygiene.service.app import create_app
+    from listhygiene.service.store import Store
+
+    store = Store(config.db)
+    app = create_app(
+        store,
+        Engine(EngineSettings(**config.engine)),
+        allow_http_webhooks=config.allow_http_webhooks,
+        allow_private_webhooks=config.allow_private_webhooks,
+        worker_options=config.worker,
+    )
+    app.state.services.insert(0, _Closing(store))  # started first, so stopped last
+    return app
+
+
+def app_from_environment() -> FastAPI:
+    """uvicorn's factory: the app of the configuration ``serve`` put in the environment."""
+    text = os.environ.get(CONFIG_VARIABLE)
+    if not text:
+        raise RuntimeError(f"{CONFIG_VARIABLE} is not set: start the server with listhygiene serve")
+    return build_app(ServeConfig.from_json(text))
+
+
+class _Closing:
+    """A service whose stop closes the store."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        self.store.close()
