@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/service.py [--part single|file|all] [--requests 5000]
         [--concurrency 32] [--warmup 500] [--client httpx|raw] [--rows 100000]
-        [--distinct-share 0.7] [--db URL] [--seed 1] [--keep] [--json]
+        [--distinct-share 0.7] [--server-workers 1] [--db URL] [--seed 1] [--keep] [--json]
 
 The issue's targets: form A ``POST /verify/single`` with ``check_smtp`` false over the sandbox at
 least 300 requests per second on 2 cores, with p50 and p99 latency; and a 100,000-row file job's
