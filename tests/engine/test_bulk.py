@@ -16,14 +16,32 @@ def tricky_strings(count: int, seed: int = 7) -> list[str]:
     rng = random.Random(seed)
     local_chars = "abcXYZ09._-+!#$%&'*/=?^`{|}~\"() ,:;<>@[\\]éü\u00a0"
     domain_chars = "abcxyz09-.éü_"
-    tlds = ["test", "com", "c0m", "x1", "localhost", "local", "onion", "invalid", "arpa", "a",
-            "xn--p1ai", "museum", "t-est", "-test", "test-"]
+    tlds = [
+        "test",
+        "com",
+        "c0m",
+        "x1",
+        "localhost",
+        "local",
+        "onion",
+        "invalid",
+        "arpa",
+        "a",
+        "xn--p1ai",
+        "museum",
+        "t-est",
+        "-test",
+        "test-",
+    ]
     out = []
     for _ in range(count):
-        local = "".join(rng.choice(local_chars) for _ in range(rng.choice([1, 2, 5, 12, 63, 64,
-                                                                          65])))
-        labels = ["".join(rng.choice(domain_chars) for _ in range(rng.choice([1, 3, 8, 63, 64])))
-                  for _ in range(rng.choice([0, 1, 2]))]
+        local = "".join(
+            rng.choice(local_chars) for _ in range(rng.choice([1, 2, 5, 12, 63, 64, 65]))
+        )
+        labels = [
+            "".join(rng.choice(domain_chars) for _ in range(rng.choice([1, 3, 8, 63, 64])))
+            for _ in range(rng.choice([0, 1, 2]))
+        ]
         domain = ".".join([*labels, rng.choice(tlds)])
         text = f"{local}@{domain}"
         if rng.random() < 0.2:
@@ -35,8 +53,16 @@ def tricky_strings(count: int, seed: int = 7) -> list[str]:
         out.append(text)
     # plain addresses the fast path should take
     out += [f"user{i}.name+tag@mail{i % 7}.example{i % 3}.test" for i in range(2000)]
-    out += ["a" * 64 + "@x.test", "a" * 65 + "@x.test", "ab--cd@x.test", "x@ab--cd.test",
-            "x@xn--bcher-kva.test", "x@123.456", "x@sub.123", "Mixed@Case.Test"]
+    out += [
+        "a" * 64 + "@x.test",
+        "a" * 65 + "@x.test",
+        "ab--cd@x.test",
+        "x@ab--cd.test",
+        "x@xn--bcher-kva.test",
+        "x@123.456",
+        "x@sub.123",
+        "Mixed@Case.Test",
+    ]
     return out
 
 
@@ -49,10 +75,19 @@ def test_vectorised_syntax_agrees_with_email_validator() -> None:
         assert row["valid"] == (address is not None), value
         if address is not None:
             accepted += 1
-            assert (row["email"], row["local_part"], row["domain"], row["domain_unicode"],
-                    row["needs_smtputf8"]) == (
-                address.email, address.local_part, address.domain, address.domain_unicode,
-                address.needs_smtputf8), value
+            assert (
+                row["email"],
+                row["local_part"],
+                row["domain"],
+                row["domain_unicode"],
+                row["needs_smtputf8"],
+            ) == (
+                address.email,
+                address.local_part,
+                address.domain,
+                address.domain_unicode,
+                address.needs_smtputf8,
+            ), value
     assert accepted > 2000  # the comparison covered both sides
 
 
@@ -62,9 +97,13 @@ def test_scalar_shortcut_agrees_with_email_validator() -> None:
     for value in tricky_strings(10_000, seed=11):
         address = parse_address(value)
         try:
-            valid = validate_email(value.strip(), check_deliverability=False,
-                                   allow_smtputf8=True, allow_quoted_local=True,
-                                   test_environment=True)
+            valid = validate_email(
+                value.strip(),
+                check_deliverability=False,
+                allow_smtputf8=True,
+                allow_quoted_local=True,
+                test_environment=True,
+            )
         except EmailNotValidError:
             valid = None
         assert (address is None) == (valid is None), value
@@ -80,12 +119,28 @@ def sandbox(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
 
 
 async def test_column_without_smtp_equals_the_engine(sandbox: Sandbox) -> None:
-    settings = EngineSettings(dns_server=sandbox.dns_server, smtp_port=sandbox.smtp_port,
-                              allow_private_mx=True, helo="verifier.test", dns_timeout=1.0,
-                              check_smtp=False, dnsbl_zones=("bl.sandbox.test",))
-    addresses = [*sandbox.world.addresses(), "someone@not-in-the-world.test", "bad@@x", "",
-                 "   ", "info+eu@contoso.test", "no-reply@contoso.test", "x@localhost",
-                 "jordan.blake@parked-brand.test", "Mixed.Case@Northwind.Test", "josé@bücher.test"]
+    settings = EngineSettings(
+        dns_server=sandbox.dns_server,
+        smtp_port=sandbox.smtp_port,
+        allow_private_mx=True,
+        helo="verifier.test",
+        dns_timeout=1.0,
+        check_smtp=False,
+        dnsbl_zones=("bl.sandbox.test",),
+    )
+    addresses = [
+        *sandbox.world.addresses(),
+        "someone@not-in-the-world.test",
+        "bad@@x",
+        "",
+        "   ",
+        "info+eu@contoso.test",
+        "no-reply@contoso.test",
+        "x@localhost",
+        "jordan.blake@parked-brand.test",
+        "Mixed.Case@Northwind.Test",
+        "josé@bücher.test",
+    ]
     reference = {key: result async for key, result in Engine(settings).verify_each(addresses)}
     table = await verify_column_without_smtp(Engine(settings), pa.array(addresses))
     assert table.num_rows == len(addresses)

@@ -29,12 +29,14 @@ def mx(host: str) -> list[dict]:
 
 WORLD = {
     "domains": {
-        "acme.test": {"mx": mx("mx.acme.test"), "mailboxes": ["alice", "bob", "info"],
-                      "full": ["carol"]},
+        "acme.test": {
+            "mx": mx("mx.acme.test"),
+            "mailboxes": ["alice", "bob", "info"],
+            "full": ["carol"],
+        },
         "catchall.test": {"mx": mx("mx.catchall.test"), "catch_all": True},
         "grey.test": {"mx": mx("mx.grey.test"), "mailboxes": ["gina"]},
-        "slow.test": {"mx": mx("mx.slow.test"),
-                      "mailboxes": [f"person{i}" for i in range(60)]},
+        "slow.test": {"mx": mx("mx.slow.test"), "mailboxes": [f"person{i}" for i in range(60)]},
         "mailinator.com": {"mx": mx("mx.mailinator.com"), "catch_all": True},
     },
     "hosts": {
@@ -69,9 +71,15 @@ def sandbox() -> Iterator[Sandbox]:
 
 
 def settings(sandbox: Sandbox, **changes: object) -> EngineSettings:
-    base = {"dns_server": sandbox.dns_server, "smtp_port": sandbox.smtp_port,
-            "allow_private_mx": True, "helo": "verifier.test", "smtp_timeout": 2.0,
-            "dns_timeout": 1.0, "retry_delays": ()}
+    base = {
+        "dns_server": sandbox.dns_server,
+        "smtp_port": sandbox.smtp_port,
+        "allow_private_mx": True,
+        "helo": "verifier.test",
+        "smtp_timeout": 2.0,
+        "dns_timeout": 1.0,
+        "retry_delays": (),
+    }
     base.update(changes)
     return EngineSettings(**base)  # type: ignore[arg-type]
 
@@ -93,15 +101,28 @@ def test_every_row_lands_in_exactly_one_status_file(
     out = tmp_path / "out"
     result = listhygiene.clean(contacts, out, settings=settings(sandbox, mail_from="a@v.test"))
     frames = {s: read(out, s) for s in STATUSES}
-    assert set(os.listdir(out)) >= {f"{s}.parquet" for s in STATUSES} | {"summary.json",
-                                                                          "report.html"}
+    assert set(os.listdir(out)) >= {f"{s}.parquet" for s in STATUSES} | {
+        "summary.json",
+        "report.html",
+    }
     assert sum(len(f) for f in frames.values()) == 12
     ids = sorted((i for f in frames.values() for i in f["id"]), key=int)
     assert ids == [str(i) for i in range(1, 13)]  # each row once, none lost, none doubled
     where = {row_id: s for s, f in frames.items() for row_id in f["id"]}
-    assert where == {"1": "valid", "2": "valid", "3": "valid", "4": "invalid", "5": "role",
-                     "6": "risky", "7": "catchall", "8": "disposable", "9": "unknown",
-                     "10": "invalid", "11": "invalid", "12": "invalid"}
+    assert where == {
+        "1": "valid",
+        "2": "valid",
+        "3": "valid",
+        "4": "invalid",
+        "5": "role",
+        "6": "risky",
+        "7": "catchall",
+        "8": "disposable",
+        "9": "unknown",
+        "10": "invalid",
+        "11": "invalid",
+        "12": "invalid",
+    }
     valid = frames["valid"]
     # the input's own columns first, then the result columns (Email clashes with nothing)
     assert list(valid.columns[:4]) == ["id", "name", "Email", "notes"]
@@ -133,8 +154,9 @@ def test_second_pass_verifies_temporary_unknowns_again(
     sandbox: Sandbox, contacts: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    result = listhygiene.clean(contacts, out, settings=settings(sandbox, mail_from="b@v.test"),
-                               retry_unknown_after=0.8)
+    result = listhygiene.clean(
+        contacts, out, settings=settings(sandbox, mail_from="b@v.test"), retry_unknown_after=0.8
+    )
     frames = {s: read(out, s) for s in STATUSES}
     assert "9" in set(frames["valid"]["id"])  # greylisted at first, accepted on the second pass
     assert result.summary["addresses"]["retried"] == 1
@@ -172,8 +194,9 @@ def test_dataframe_in_frames_out(sandbox: Sandbox) -> None:
 def test_output_to_a_filesystem_url(sandbox: Sandbox, contacts: Path) -> None:
     import fsspec
 
-    result = listhygiene.clean(contacts, "memory://listhygiene-test/out",
-                               settings=settings(sandbox), check_smtp=False)
+    result = listhygiene.clean(
+        contacts, "memory://listhygiene-test/out", settings=settings(sandbox), check_smtp=False
+    )
     fs = fsspec.filesystem("memory")
     names = {p.rsplit("/", 1)[-1] for p in fs.ls("/listhygiene-test/out", detail=False)}
     assert names >= {f"{s}.parquet" for s in STATUSES} | {"summary.json", "report.html"}
@@ -217,23 +240,37 @@ def test_a_failing_quality_check_fails_the_run_and_publishes_nothing(
         listhygiene.clean(contacts, out, backend=backend, check_smtp=False)
     assert not (out / "summary.json").exists()
     assert not list(out.glob("*.parquet"))
-    warned = listhygiene.clean(contacts, out, backend=_BrokenBackend(
-        LocalBackend(settings(sandbox))), check_smtp=False, quality="warn")
+    warned = listhygiene.clean(
+        contacts,
+        out,
+        backend=_BrokenBackend(LocalBackend(settings(sandbox))),
+        check_smtp=False,
+        quality="warn",
+    )
     assert warned.summary["quality"]["passed"] is False
     assert (out / "summary.json").exists()
 
 
 def _cli(env: dict[str, str], *args: str, **kwargs: object) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "listhygiene.cli", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            **kwargs)  # type: ignore[call-overload]
+    return subprocess.Popen(
+        [sys.executable, "-m", "listhygiene.cli", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )  # type: ignore[call-overload]
 
 
 def test_a_killed_run_resumes_without_repeating_work(sandbox: Sandbox, tmp_path: Path) -> None:
     path = tmp_path / "slow.csv"
     path.write_text("Email\n" + "".join(f"person{i}@slow.test\n" for i in range(60)))
-    env = {**os.environ, **sandbox.engine_environment(), "LISTHYGIENE_HELO": "verifier.test",
-           "LISTHYGIENE_RETRY_DELAYS": ""}
+    env = {
+        **os.environ,
+        **sandbox.engine_environment(),
+        "LISTHYGIENE_HELO": "verifier.test",
+        "LISTHYGIENE_RETRY_DELAYS": "",
+    }
     out = tmp_path / "out"
     stats = sandbox.stats("mx.slow.test")
     stats.reset()
@@ -293,8 +330,9 @@ def test_changed_settings_start_afresh_instead_of_reusing_results(
 ) -> None:
     data = pd.DataFrame({"email": ["alice@acme.test"]})
     out = tmp_path / "out"
-    wrong = listhygiene.clean(data, out, settings=settings(sandbox, allow_private_mx=False),
-                              check_smtp=False)
+    wrong = listhygiene.clean(
+        data, out, settings=settings(sandbox, allow_private_mx=False), check_smtp=False
+    )
     assert wrong.counts["invalid"] == 1  # loopback mail hosts refused
     right = listhygiene.clean(data, out, settings=settings(sandbox), check_smtp=False)
     assert right.counts["valid"] == 1
@@ -308,7 +346,8 @@ def test_check_smtp_follows_the_engine_settings_unless_given(
     off = listhygiene.clean(data, tmp_path / "a", settings=settings(sandbox, check_smtp=False))
     assert off.counts["valid"] == 1  # not probed
     assert off.summary["backend"]["check_smtp"] is False
-    on = listhygiene.clean(data, tmp_path / "b", settings=settings(sandbox, check_smtp=False),
-                           check_smtp=True)
+    on = listhygiene.clean(
+        data, tmp_path / "b", settings=settings(sandbox, check_smtp=False), check_smtp=True
+    )
     assert on.counts["invalid"] == 1
     assert on.passed

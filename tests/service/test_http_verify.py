@@ -221,6 +221,30 @@ def test_a_401(client: httpx.Client, headers: dict[str, str]) -> None:
         assert_a_error(response, 401, "4010")
 
 
+def test_a_403_for_a_disabled_key_and_back(client: httpx.Client, store: Store) -> None:
+    key, row = store.create_key("disabled", 10)
+    headers = {"LISTHYGIENE-API-KEY": key}
+    assert client.get("/a/v1/credits", headers=headers).status_code == 200
+    assert store.set_key_active(row.id, False)
+    for method, path, body in (
+        ("POST", "/a/v1/verify/single", {"email": VALID}),
+        ("POST", "/a/v1/verify/bulk", {"emails": [VALID]}),
+        ("GET", "/a/v1/credits", None),
+        ("GET", "/a/v1/webhooks", None),
+        ("GET", "/a/v1/verify/file/whatever", None),
+    ):
+        response = client.request(method, path, json=body, headers=headers)
+        body_ = assert_a_error(response, 403, "4030")
+        assert body_["message"] == "Access denied"
+    # form B knows no 403 for keys: the disabled key is invalid there
+    bearer = {"Authorization": f"Bearer {key}"}
+    assert_b_error(client.get("/b/v1/credits", headers=bearer), 401, "INVALID_API_KEY")
+    assert store.credits(row.id).balance == 10  # nothing was charged
+    assert store.set_key_active(row.id, True)
+    assert client.get("/a/v1/credits", headers=headers).status_code == 200
+    assert not store.set_key_active("no-such-id", False)
+
+
 @pytest.mark.parametrize(
     ("path", "body"),
     [

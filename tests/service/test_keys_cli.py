@@ -136,3 +136,21 @@ def test_every_command_has_an_example() -> None:
 
 def test_plans_match_the_store() -> None:
     assert PLANS == STORE_PLANS
+
+
+def test_disable_and_enable(db_url: str) -> None:
+    runner = CliRunner()
+    with Store(db_url) as store:
+        key, row = store.create_key("cli", 5)
+    disabled = runner.invoke(keys, ["disable", "--db", db_url, row.id])
+    assert disabled.exit_code == 0, disabled.stderr
+    assert f"key {row.id} disabled" in disabled.stderr
+    with Store(db_url) as store:
+        assert store.authenticate(key) is None
+    enabled = runner.invoke(keys, ["enable", "--db", db_url, row.id])
+    assert enabled.exit_code == 0, enabled.stderr
+    with Store(db_url) as store:
+        assert store.authenticate(key) is not None
+    missing = runner.invoke(keys, ["disable", "--db", db_url, "nope"])
+    assert missing.exit_code == 1
+    assert "no key with id nope" in missing.stderr

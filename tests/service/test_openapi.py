@@ -137,7 +137,7 @@ def test_document_covers_form_a() -> None:
     assert list(upload) == ["multipart/form-data"]
     # every error response is the envelope with the code PRODUCT.md assigns to its status
     responses = doc["components"]["responses"]
-    codes = {"400": "4000", "401": "4010", "402": "4020", "404": "4040"}
+    codes = {"400": "4000", "401": "4010", "402": "4020", "403": "4030", "404": "4040"}
     codes |= {"413": "4130", "429": "4290", "500": "1000"}
     for path, item in doc["paths"].items():
         for operation in item.values():

@@ -22,8 +22,7 @@ def keys() -> None:
     """
 
 
-@keys.command()
-@click.option(
+_db_option = click.option(
     "--db",
     envvar="LISTHYGIENE_DB",
     default=DEFAULT_DB,
@@ -31,6 +30,10 @@ def keys() -> None:
     metavar="URL",
     help="sqlite:///path.db or postgresql://user@host/db. [env: LISTHYGIENE_DB]",
 )
+
+
+@keys.command()
+@_db_option
 @click.option("--name", required=True, help="Who the key is for (shown in /credits).")
 @click.option(
     "--credits",
@@ -79,3 +82,48 @@ def create(db: str, name: str, credits_: int, plan: str) -> None:
         f"credits) in {shown}; it is not shown again",
         err=True,
     )
+
+
+@keys.command()
+@_db_option
+@click.argument("key_id")
+def disable(db: str, key_id: str) -> None:
+    """Disable the key KEY_ID (its id, not the key): it is refused from now on.
+
+    Form A answers a disabled key 403 4030 (access denied), form B 401 INVALID_API_KEY. Its
+    jobs, webhooks and credits are kept; `keys enable` gives it back.
+
+    \b
+    Example:
+        listhygiene keys disable --db sqlite:///listhygiene.db 01J9Z3Q6W8X2K4M7N5P0R1S2T3
+    """
+    _set_active(db, key_id, active=False)
+
+
+@keys.command()
+@_db_option
+@click.argument("key_id")
+def enable(db: str, key_id: str) -> None:
+    """Enable the disabled key KEY_ID again.
+
+    \b
+    Example:
+        listhygiene keys enable --db sqlite:///listhygiene.db 01J9Z3Q6W8X2K4M7N5P0R1S2T3
+    """
+    _set_active(db, key_id, active=True)
+
+
+def _set_active(db: str, key_id: str, *, active: bool) -> None:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from listhygiene.service.store import Store
+
+    try:
+        with Store(db) as store:
+            found = store.set_key_active(key_id, active)
+    except (SQLAlchemyError, OSError, ImportError) as exc:
+        reason = getattr(exc, "orig", None) or exc
+        raise click.ClickException(f"cannot use the database: {reason}") from None
+    if not found:
+        raise click.ClickException(f"no key with id {key_id}")
+    click.echo(f"key {key_id} {'enabled' if active else 'disabled'}", err=True)

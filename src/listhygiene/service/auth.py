@@ -1,10 +1,12 @@
 """API keys and rate limits of both forms, as FastAPI dependencies.
 
-Form A reads the key from the ``LISTHYGIENE-API-KEY`` header and limits each endpoint type per
-minute (429 ``4290`` with a ``Retry-After`` header). Form B reads ``Authorization: Bearer <key>``
-and limits every authenticated request of a key per hour and per day, by plan; the hourly window
-goes in the ``X-RateLimit-*`` headers of every response once the key is known, errors included
-(the headers are kept in ``request.state.rate_headers``, which the error handlers read too).
+Form A reads the key from the ``LISTHYGIENE-API-KEY`` header (an unknown key: 401 ``4010``; a
+disabled one: 403 ``4030``, access denied) and limits each endpoint type per minute (429 ``4290``
+with a ``Retry-After`` header). Form B reads ``Authorization: Bearer <key>`` (a disabled key is
+invalid: 401 ``INVALID_API_KEY``) and limits every authenticated request of a key per hour and
+per day, by plan; the hourly window goes in the ``X-RateLimit-*`` headers of every response once
+the key is known, errors included (the headers are kept in ``request.state.rate_headers``,
+which the error handlers read too).
 
 The store is synchronous (SQLAlchemy), so its calls run in the thread pool.
 """
@@ -17,6 +19,7 @@ from fastapi import Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from listhygiene.errors import (
+    FormAAccessDenied,
     FormAInvalidApiKey,
     FormARateLimited,
     FormBInvalidApiKey,
@@ -53,6 +56,8 @@ def form_a_key(endpoint: AEndpoint) -> Callable[[Request], Awaitable[ApiKeyRow]]
             raise FormAInvalidApiKey(
                 details="Provide a valid key in the LISTHYGIENE-API-KEY header"
             )
+        if not key.active:
+            raise FormAAccessDenied(details="This API key is disabled")
         (hit,) = hits
         if not hit.allowed:
             limit = form_a_limit(key, endpoint)
@@ -81,7 +86,7 @@ async def form_b_key(request: Request, response: Response) -> FormBKey:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     given = token.strip() if scheme.lower() == "bearer" else None
     key, hits = await run_in_threadpool(store.admit, given, form_b_limits)
-    if key is None:
+    if key is None or not key.active:  # form B has no 403 for keys: a disabled one is invalid
         raise FormBInvalidApiKey(details="Send Authorization: Bearer <API key>")
     hour, _ = form_b_limits(key)
     hour_hit = hits[0]

@@ -188,6 +188,13 @@ class Store:
         with self.transaction() as conn:
             return self._key_where(conn, ApiKey.key_hash == hash_key(key), ApiKey.active)
 
+    def set_key_active(self, key_id: str, active: bool) -> bool:
+        """Enable or disable a key; False if there is no such key."""
+        statement = (
+            update(ApiKey).where(ApiKey.id == key_id).values(active=active, updated_at=utcnow())
+        )
+        return self._run(None, lambda c: c.execute(statement).rowcount == 1)
+
     def get_key(self, key_id: str) -> ApiKeyRow | None:
         with self.transaction() as conn:
             return self._key_where(conn, ApiKey.id == key_id)
@@ -262,8 +269,9 @@ class Store:
         """Authenticate ``key`` and count the request in each of ``limits(key)`` in turn, in one
         transaction (a request's fixed cost, so kept to one round of statements).
 
-        Returns the key (None if unknown: nothing counted) and the hits counted; counting stops at
-        the first refused one, which is then the last of the list.
+        Returns the key (None if unknown; a disabled key has ``active`` false: for neither is
+        anything counted) and the hits counted; counting stops at the first refused one, which is
+        then the last of the list.
         """
         if not key or not key.startswith(KEY_PREFIX):
             return None, []
@@ -273,6 +281,8 @@ class Store:
             if found is None:
                 return None, []
             row = ApiKeyRow(**found)
+            if not row.active:
+                return row, []
             for limit in limits(row):
                 hit = self._count(conn, row.id, limit.bucket, limit.window_seconds, limit.limit)
                 hits.append(hit)
@@ -319,9 +329,7 @@ class _HotStatements:
 
     def __init__(self, backend: str) -> None:
         keys = ApiKey.__table__
-        self.key_by_hash = select(*_KEY_COLUMNS).where(
-            keys.c.key_hash == bindparam("hash"), keys.c.active
-        )
+        self.key_by_hash = select(*_KEY_COLUMNS).where(keys.c.key_hash == bindparam("hash"))
         windows = RateWindow.__table__
         dialect_insert = postgresql.insert if backend == "postgresql" else sqlite.insert
         self.count = (
