@@ -448,3 +448,23 @@ def test_500_both_forms(failing_url: str, store: Store) -> None:
         assert "x-ratelimit-limit" in response.headers
     # the reserved credits went back
     assert store.credits(store.authenticate(key).id).balance == 5  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("path", "form"),
+    [
+        ("/a/v1/verify/single", "a"),
+        ("/a/v1/verify/bulk", "a"),
+        ("/a/v1/webhooks", "a"),
+        ("/b/v1/verify", "b"),
+        ("/b/v1/verify/bulk", "b"),
+        ("/b/v1/webhooks", "b"),
+    ],
+)
+def test_the_key_is_checked_before_the_body(client: httpx.Client, path: str, form: str) -> None:
+    """A malformed body without a key is refused for the key (401), not for the body."""
+    response = client.post(path, content=b"{not json", headers={"content-type": "application/json"})
+    if form == "a":
+        assert_a_error(response, 401, "4010")
+    else:
+        assert_b_error(response, 401, "INVALID_API_KEY")

@@ -10,11 +10,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -34,7 +35,7 @@ from listhygiene.results import VerificationResult
 from listhygiene.service import FORM_A_ROOT, FORM_B_ROOT
 from listhygiene.service.store import Store
 
-__all__ = ["create_app", "error_response", "form_app", "verify_charged"]
+__all__ = ["create_app", "error_response", "form_app", "read_body", "verify_charged"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,26 @@ def _describe(exc: RequestValidationError) -> str:
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
         parts.append(f"{where or 'body'}: {err.get('msg', 'invalid')}")
     return "; ".join(parts) or "Invalid request body"
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+async def read_body(request: Request, model: type[_Model], bad: type[ServiceError]) -> _Model:
+    """The JSON body as ``model``; ``bad`` (the form's 400) when it is not.
+
+    Routes call this after their key dependency rather than declaring the body as a parameter:
+    FastAPI validates declared bodies before any dependency, so a malformed body sent without a
+    key would answer 400 instead of 401, and would not count against the key's rate limit.
+    """
+    try:
+        return model.model_validate_json(await request.body())
+    except ValidationError as exc:
+        parts = []
+        for err in exc.errors()[:5]:
+            where = ".".join(str(p) for p in err.get("loc", ()))
+            parts.append(f"{where or 'body'}: {err.get('msg', 'invalid')}")
+        raise bad(details="; ".join(parts) or "Invalid request body") from None
 
 
 class _CatchAll:

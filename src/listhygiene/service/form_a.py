@@ -11,8 +11,8 @@ from fastapi import Depends, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from starlette.concurrency import run_in_threadpool
 
-from listhygiene.errors import FormAInsufficientCredits
-from listhygiene.service.app import verify_charged
+from listhygiene.errors import FormABadRequest, FormAInsufficientCredits
+from listhygiene.service.app import read_body, verify_charged
 from listhygiene.service.auth import form_a_key
 from listhygiene.service.store import ApiKeyRow, Store
 from listhygiene.statuses import Status
@@ -54,10 +54,9 @@ def build(app: FastAPI) -> FastAPI:
 
     @app.post("/verify/single")
     async def verify_single(
-        body: SingleRequest,
-        request: Request,
-        key: Annotated[ApiKeyRow, Depends(form_a_key("single"))],
+        request: Request, key: Annotated[ApiKeyRow, Depends(form_a_key("single"))]
     ) -> dict[str, Any]:
+        body = await read_body(request, SingleRequest, FormABadRequest)
         results, _ = await verify_charged(
             request,
             key.id,
@@ -69,11 +68,10 @@ def build(app: FastAPI) -> FastAPI:
 
     @app.post("/verify/bulk")
     async def verify_bulk(
-        body: BulkRequest,
-        request: Request,
-        key: Annotated[ApiKeyRow, Depends(form_a_key("bulk"))],
+        request: Request, key: Annotated[ApiKeyRow, Depends(form_a_key("bulk"))]
     ) -> dict[str, Any]:
         started = time.perf_counter()
+        body = await read_body(request, BulkRequest, FormABadRequest)
         results, kept = await verify_charged(
             request,
             key.id,

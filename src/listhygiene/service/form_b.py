@@ -12,8 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from starlette.concurrency import run_in_threadpool
 
 from listhygiene.engine.syntax import parse_address
-from listhygiene.errors import FormBInsufficientCredits, FormBInvalidEmail, FormBTimeout
-from listhygiene.service.app import verify_charged
+from listhygiene.errors import (
+    FormBInsufficientCredits,
+    FormBInvalidEmail,
+    FormBInvalidRequest,
+    FormBTimeout,
+)
+from listhygiene.service.app import read_body, verify_charged
 from listhygiene.service.auth import FormBKey, form_b_key
 from listhygiene.service.form_a import iso
 from listhygiene.service.store import Store
@@ -35,10 +40,9 @@ def build(app: FastAPI) -> FastAPI:
 
     @app.post("/verify")
     async def verify(
-        body: VerifyRequest,
-        request: Request,
-        key: Annotated[FormBKey, Depends(form_b_key)],
+        request: Request, key: Annotated[FormBKey, Depends(form_b_key)]
     ) -> dict[str, Any]:
+        body = await read_body(request, VerifyRequest, FormBInvalidRequest)
         if parse_address(body.email) is None:
             raise FormBInvalidEmail(details=f"Not a valid address: {body.email!r}")
         try:

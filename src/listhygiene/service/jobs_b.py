@@ -20,10 +20,11 @@ Another key's job is 404 ``JOB_NOT_FOUND``, like an unknown one.
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from starlette.concurrency import run_in_threadpool
 
 from listhygiene.errors import FormBInsufficientCredits, FormBInvalidRequest, FormBJobNotFound
+from listhygiene.service.app import read_body
 from listhygiene.service.auth import FormBKey, form_b_key
 from listhygiene.service.form_a import iso
 from listhygiene.service.store.jobs import (
@@ -46,18 +47,6 @@ class BulkRequest(BaseModel):
     emails: Annotated[list[StrictStr], Field(min_length=1, max_length=MAX_BULK_EMAILS)]
     smtp_check: StrictBool = True
     webhook_url: StrictStr | None = None
-
-
-async def _bulk_request(request: Request) -> BulkRequest:
-    raw = await request.body()
-    try:
-        return BulkRequest.model_validate_json(raw)
-    except ValidationError as exc:
-        parts = []
-        for err in exc.errors()[:5]:
-            where = ".".join(str(p) for p in err.get("loc", ()))
-            parts.append(f"{where or 'body'}: {err.get('msg', 'invalid')}")
-        raise FormBInvalidRequest(details="; ".join(parts) or "Invalid request body") from None
 
 
 def job_view(job: StoredJob, *, submission: bool = False) -> dict[str, Any]:
@@ -101,9 +90,7 @@ def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
     async def submit(
         request: Request, key: Annotated[FormBKey, Depends(form_b_key)]
     ) -> dict[str, Any]:
-        # Read after the key: a body that is not even JSON still counts against the rate limit
-        # and gets the rate-limit headers (FastAPI would parse it before the dependencies).
-        body = await _bulk_request(request)
+        body = await read_body(request, BulkRequest, FormBInvalidRequest)
         try:
             job = await run_in_threadpool(
                 create_bulk_job,

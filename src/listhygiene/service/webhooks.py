@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from starlette.concurrency import run_in_threadpool
 
 from listhygiene.errors import FormABadRequest, FormANotFound, FormBInvalidRequest, FormBNotFound
+from listhygiene.service.app import read_body
 from listhygiene.service.auth import FormBKey, form_a_key, form_b_key
 from listhygiene.service.delivery import Outbox, UnsafeURL, check_url
 from listhygiene.service.form_a import iso, success
@@ -88,10 +89,9 @@ def _store(request: Request) -> Store:
 def _install_a(app: FastAPI) -> None:
     @app.post("/webhooks")
     async def create_webhook(
-        body: CreateA,
-        request: Request,
-        key: Annotated[ApiKeyRow, Depends(form_a_key("other"))],
+        request: Request, key: Annotated[ApiKeyRow, Depends(form_a_key("other"))]
     ) -> dict[str, Any]:
+        body = await read_body(request, CreateA, FormABadRequest)
         events = await _validate(request, "a", body.url, body.events)
         secret = "whsec_" + secrets.token_urlsafe(32)
         hook = await run_in_threadpool(
@@ -123,8 +123,9 @@ def _install_a(app: FastAPI) -> None:
 def _install_b(app: FastAPI) -> None:
     @app.post("/webhooks")
     async def create_webhook(
-        body: CreateB, request: Request, key: Annotated[FormBKey, Depends(form_b_key)]
+        request: Request, key: Annotated[FormBKey, Depends(form_b_key)]
     ) -> dict[str, Any]:
+        body = await read_body(request, CreateB, FormBInvalidRequest)
         events = await _validate(request, "b", body.url, body.events)
         hook = await run_in_threadpool(
             webhook_store.create, _store(request), key.row.id, "b", body.url, events, body.secret
