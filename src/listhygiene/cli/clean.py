@@ -60,7 +60,33 @@ class _Progress:
 @click.option("--table", help="With a SQLAlchemy URL as INPUT: the table to read.")
 @click.option("--query", help="With a SQLAlchemy URL as INPUT: the query to read.")
 @click.option("--encoding", help="The input file's encoding (sniffed by default).")
-@click.option("--backend", default="local", show_default=True, help="What verifies the addresses.")
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "form-a", "form-b"]),
+    default="local",
+    show_default=True,
+    help="What verifies the addresses: this machine's engine, or a remote service in form A or B.",
+)
+@click.option("--base-url", metavar="URL", help="form-a/form-b: the service, ending in /v1.")
+@click.option(
+    "--api-key-env",
+    default="LISTHYGIENE_API_KEY",
+    show_default=True,
+    metavar="NAME",
+    help="form-a/form-b: the environment variable holding the API key (never a command line).",
+)
+@click.option(
+    "--api-key-header",
+    default="LISTHYGIENE-API-KEY",
+    show_default=True,
+    help="form-a: the key header (a remote service puts its own name in it).",
+)
+@click.option(
+    "--webhook-events",
+    metavar="PATH",
+    help="form-a/form-b: the event store of a running webhook receiver "
+    "(`listhygiene receive-webhooks`): wait on it instead of polling.",
+)
 @click.option("--no-smtp", is_flag=True, help="Do not probe mailboxes: syntax, DNS and lists.")
 @click.option(
     "--warn-only", is_flag=True, help="Publish the outputs even when a data-quality check fails."
@@ -80,6 +106,10 @@ def clean(
     query: str | None,
     encoding: str | None,
     backend: str,
+    base_url: str | None,
+    api_key_env: str,
+    api_key_header: str,
+    webhook_events: str | None,
     no_smtp: bool,
     warn_only: bool,
     retry_unknown_after: str | None,
@@ -97,13 +127,20 @@ def clean(
     Example:
         listhygiene clean contacts.csv --out cleaned/
         listhygiene clean postgresql://db/crm --table contacts --out s3://bucket/clean/ --no-smtp
+        LISTHYGIENE_API_KEY=lh_... listhygiene clean contacts.csv --out cleaned/ \\
+            --backend form-b --base-url https://verify.example.com/b/v1
     """
+    from listhygiene.clients import ClientError
+    from listhygiene.errors import ServiceError
     from listhygiene.pipeline.outputs import OutputError
     from listhygiene.pipeline.run import PipelineError
     from listhygiene.pipeline.run import clean as run_clean
     from listhygiene.pipeline.sources import SourceError
 
     settings = build_settings(engine_settings)
+    chosen: Any = backend
+    if backend != "local":
+        chosen = remote_backend(backend, base_url, api_key_env, api_key_header, webhook_events)
     progress = _Progress()
     try:
         result = run_clean(
@@ -113,7 +150,7 @@ def clean(
             table=table,
             query=query,
             encoding=encoding,
-            backend=backend,
+            backend=chosen,
             check_smtp=False if no_smtp else None,
             settings=settings,
             quality="warn" if warn_only else "fail",
@@ -125,6 +162,9 @@ def clean(
     except (SourceError, OutputError, PipelineError) as exc:
         progress.close()
         raise click.ClickException(str(exc)) from None
+    except (ServiceError, ClientError) as exc:
+        progress.close()
+        raise click.ClickException(f"the {backend} service at {base_url}: {exc}") from None
     progress.close()
     summary = result.summary
     counts = "  ".join(f"{s} {n:,}" for s, n in summary["rows"]["by_status"].items())
@@ -141,3 +181,32 @@ def clean(
     problem = (summary.get("health") or {}).get("problem")
     if problem:
         click.secho(f"WARNING: {problem}", fg="red", bold=True, err=True)
+
+
+def remote_backend(
+    form: str,
+    base_url: str | None,
+    api_key_env: str,
+    api_key_header: str,
+    webhook_events: str | None,
+) -> Any:
+    """The form A or form B backend of the command line's options."""
+    import os
+
+    from listhygiene.clients import ClientSettings
+    from listhygiene.pipeline.remote import FormABackend, FormBBackend
+
+    if not base_url:
+        raise click.UsageError(f"--backend {form} needs --base-url")
+    key = os.environ.get(api_key_env)
+    if not key:
+        raise click.UsageError(f"--backend {form}: set the API key in ${api_key_env}")
+    events = None
+    if webhook_events:
+        from listhygiene.clients.receiver import EventStore
+
+        events = EventStore(webhook_events)
+    settings = ClientSettings(base_url=base_url, api_key=key, api_key_header=api_key_header)
+    if form == "form-a":
+        return FormABackend(settings, events=events)
+    return FormBBackend(settings, events=events)

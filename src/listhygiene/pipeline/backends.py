@@ -25,7 +25,15 @@ from listhygiene.results import VerificationResult, arrow_schema
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["KEY", "Backend", "JobRef", "LocalBackend", "results_table"]
+__all__ = [
+    "KEY",
+    "Backend",
+    "InsufficientCredits",
+    "JobFailed",
+    "JobRef",
+    "LocalBackend",
+    "results_table",
+]
 
 #: The column of result tables that holds the address as it was submitted.
 KEY = "_address"
@@ -61,6 +69,23 @@ class JobRef:
         )
 
 
+class InsufficientCredits(Exception):
+    """The backend's balance does not cover the run: raised before anything is submitted."""
+
+    def __init__(self, needed: int, balance: int, where: str) -> None:
+        super().__init__(
+            f"the run needs up to {needed:,} credits (one per distinct address to verify) and "
+            f"{where} has {balance:,}: add {needed - balance:,} credits or verify fewer addresses; "
+            "nothing was submitted"
+        )
+        self.needed = needed
+        self.balance = balance
+
+
+class JobFailed(Exception):
+    """A submitted job ended failed: the run stops, and a rerun submits its addresses again."""
+
+
 class Backend(ABC):
     """A verifier the pipeline can hand jobs to."""
 
@@ -80,6 +105,9 @@ class Backend(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
+
+    async def ensure_credits(self, needed: int) -> None:  # noqa: B027 - optional hook
+        """Raise, before anything is submitted, when ``needed`` verifications cannot be paid."""
 
     def fingerprint(self) -> Mapping[str, Any]:
         """The settings that change verdicts: a run resumes only when they are the same."""

@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from listhygiene._version import __version__
 from listhygiene.engine import EngineSettings
-from listhygiene.pipeline.backends import KEY, Backend, LocalBackend
+from listhygiene.pipeline.backends import (
+    KEY,
+    Backend,
+    InsufficientCredits,
+    JobFailed,
+    LocalBackend,
+)
 from listhygiene.pipeline.outputs import SUMMARY, OutputFolder
 from listhygiene.pipeline.workdir import ADDRESS, ROW, VERIFIED_AT, WorkDir
 from listhygiene.results import FORM_A_FIELDS, VerificationResult, arrow_schema
@@ -335,6 +341,11 @@ class _Run:
         )
         self.counters["reused"] = len(distinct) - len(missing)
         self.counters["verified"] = len(missing)
+        if len(missing):
+            try:
+                await backend.ensure_credits(len(missing))
+            except InsufficientCredits as exc:
+                raise PipelineError(str(exc)) from None
         size = backend.max_job_size or max(1, len(missing))
         for start in range(0, len(missing), size):
             job = await backend.submit(missing.slice(start, size), check_smtp=self.check_smtp)
@@ -343,12 +354,18 @@ class _Run:
             work.finish_job(job)
 
     async def _collect(self, backend: Backend, work: WorkDir, job: Any, total: int) -> None:
-        async for table in backend.results(job):
-            work.write_results(table)
-            self.counters["results"] += len(table)
-            self.progress(
-                "verify", min(total, self.counters["reused"] + self.counters["results"]), total
-            )
+        try:
+            async for table in backend.results(job):
+                work.write_results(table)
+                self.counters["results"] += len(table)
+                self.progress(
+                    "verify",
+                    min(total, self.counters["reused"] + self.counters["results"]),
+                    total,
+                )
+        except JobFailed as exc:
+            work.finish_job(job)  # a rerun submits what it lacked, instead of waiting on it again
+            raise PipelineError(f"{exc}; run again to verify its addresses anew") from None
 
     async def _second_pass(self, backend: Backend, work: WorkDir) -> None:
         import pyarrow as pa

@@ -1,0 +1,272 @@
+"""Backends on a remote verification service, in form A or form B (``listhygiene.clients``).
+
+Both are *resumable*: a job's id is recorded in the run's work folder as soon as the service
+accepts it, so a run killed while a job runs finds the job again and reads its results instead
+of submitting (and paying for) the same addresses twice. Submissions are never retried blindly
+(see ``listhygiene.clients._core``); the one window left is between the service accepting a job
+and the answer reaching us, which no idempotency key of the spec's two forms can close.
+
+Form A: up to ``file_threshold`` addresses (or without SMTP, which file jobs cannot skip) go
+through ``/verify/bulk`` in batches of 50, several at once; larger lists become one file job per
+100,000 addresses (a CSV ``id,email`` uploaded to ``/verify/file``), whose result file is read
+back row by row. Form B: bulk jobs of at most 10,000 addresses, results read page by page.
+
+A job is waited for by polling its status with a growing interval, or, with an
+:class:`~listhygiene.clients.receiver.EventStore` fed by the webhook receiver, by watching the
+store for the job's completion event (the status is still read once the event arrives, and at
+``webhook_fallback`` intervals if none comes, so a lost delivery only delays the run).
+"""
+
+import asyncio
+import csv
+import io
+import logging
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from listhygiene.clients import (
+    AsyncFormAClient,
+    AsyncFormBClient,
+    ClientSettings,
+    read_results_csv,
+)
+from listhygiene.pipeline.backends import (
+    Backend,
+    InsufficientCredits,
+    JobFailed,
+    JobRef,
+    results_table,
+)
+from listhygiene.results import VerificationResult
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from listhygiene.clients.receiver import EventStore
+
+__all__ = ["FormABackend", "FormBBackend"]
+
+log = logging.getLogger(__name__)
+
+_BULK_SIZE = 50
+
+
+class _Remote(Backend):
+    """What both forms share: the client, credits, waiting, and the in-process submissions."""
+
+    resumable: ClassVar[bool] = True
+    #: The completion and failure events of the form's jobs.
+    _EVENTS: ClassVar[tuple[str, str]]
+
+    def __init__(
+        self,
+        settings: ClientSettings,
+        *,
+        events: "EventStore | None" = None,
+        poll_seconds: float = 2.0,
+        max_poll_seconds: float = 30.0,
+        webhook_fallback: float = 300.0,
+    ) -> None:
+        self.settings = settings
+        self.events = events
+        self.poll_seconds = poll_seconds
+        self.max_poll_seconds = max_poll_seconds
+        self.webhook_fallback = webhook_fallback
+        # What this process submitted: job id -> the addresses, in order.
+        self._submitted: dict[str, list[str]] = {}
+
+    def fingerprint(self) -> Mapping[str, Any]:
+        # The service and the key's identity change verdicts and who pays; the key itself is a
+        # secret and stays out of the work folder.
+        return {"base_url": self.settings.base_url.rstrip("/")}
+
+    async def _balance(self) -> int:
+        raise NotImplementedError
+
+    async def ensure_credits(self, needed: int) -> None:
+        balance = await self._balance()
+        if balance < needed:
+            raise InsufficientCredits(needed, balance, f"the key on {self.settings.base_url}")
+
+    async def _wait(self, job_id: str, status: Any) -> Any:
+        """Wait until ``status()`` gives a terminal job; return it."""
+        delay = self.poll_seconds
+        while not (job := await status()).is_terminal:
+            if self.events is not None:
+                try:
+                    await self.events.wait(job_id, self._EVENTS, timeout=self.webhook_fallback)
+                except TimeoutError:
+                    log.info("no webhook event for job %s yet: reading its status", job_id)
+            else:
+                await asyncio.sleep(delay)
+                delay = min(self.max_poll_seconds, delay * 1.5)
+        return job
+
+    @staticmethod
+    def _failed(job: Any, job_ref: JobRef) -> JobFailed:
+        error = getattr(job, "error", None)
+        detail = f"{error.code}: {error.message}" if error is not None else "no reason given"
+        return JobFailed(f"remote job {job_ref.job_id} failed ({detail})")
+
+
+class FormABackend(_Remote):
+    """A form A service: ``/verify/bulk`` for small lists, file jobs for large ones."""
+
+    name = "form-a"
+    max_job_size = 100_000
+    _EVENTS = ("file.completed", "file.failed")
+
+    def __init__(
+        self,
+        settings: ClientSettings,
+        *,
+        file_threshold: int = 1_000,
+        bulk_concurrency: int = 4,
+        **options: Any,
+    ) -> None:
+        super().__init__(settings, **options)
+        self.client = AsyncFormAClient(settings)
+        self.file_threshold = file_threshold
+        self.bulk_concurrency = bulk_concurrency
+
+    async def _balance(self) -> int:
+        return (await self.client.credits()).credits_balance
+
+    async def submit(self, addresses: "pa.Array", *, check_smtp: bool) -> JobRef:
+        emails = [str(a) for a in addresses.to_pylist()]
+        if len(emails) <= self.file_threshold or not check_smtp:
+            # Synchronous calls: nothing to find again after a crash; what was saved is kept
+            # and the rest is submitted again.
+            job_id = f"bulk-{uuid.uuid4().hex}"
+            self._submitted[job_id] = emails
+            return JobRef(self.name, job_id, len(emails), check_smtp, {"mode": "bulk"})
+        accepted = await self.client.submit_file(_upload(emails), file_name="listhygiene.csv")
+        log.info("form A file job %s accepted (%d addresses)", accepted.task_id, len(emails))
+        self._submitted[accepted.task_id] = emails
+        return JobRef(self.name, accepted.task_id, len(emails), check_smtp, {"mode": "file"})
+
+    async def results(self, job: JobRef) -> AsyncIterator["pa.Table"]:
+        emails = self._submitted.pop(job.job_id, None)
+        if job.data.get("mode") == "bulk":
+            if emails is None:
+                return  # submitted by a run that died: its missing addresses go again
+            async for table in self._bulk(emails, job.check_smtp):
+                yield table
+            return
+        done = await self._wait(job.job_id, lambda: self.client.file_job(job.job_id))
+        if done.status != "completed":
+            raise self._failed(done, job)
+        yield _file_results(await self.client.file_results(job.job_id), emails)
+
+    async def _bulk(self, emails: list[str], check_smtp: bool) -> AsyncIterator["pa.Table"]:
+        batches = [emails[i : i + _BULK_SIZE] for i in range(0, len(emails), _BULK_SIZE)]
+        gate = asyncio.Semaphore(self.bulk_concurrency)
+
+        async def one(batch: list[str]) -> "pa.Table":
+            async with gate:
+                answer = await self.client.verify_bulk(batch, check_smtp=check_smtp)
+            return results_table(zip(batch, answer.results, strict=True))
+
+        tasks = [asyncio.ensure_future(one(batch)) for batch in batches]
+        try:
+            for finished in asyncio.as_completed(tasks):
+                yield await finished
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+class FormBBackend(_Remote):
+    """A form B service: bulk jobs of at most 10,000 addresses, results read page by page."""
+
+    name = "form-b"
+    max_job_size = 10_000
+    _EVENTS = ("bulk.completed", "bulk.failed")
+
+    def __init__(
+        self, settings: ClientSettings, *, webhook_url: str | None = None, **options: Any
+    ) -> None:
+        super().__init__(settings, **options)
+        self.client = AsyncFormBClient(settings)
+        self.webhook_url = webhook_url
+
+    async def _balance(self) -> int:
+        return (await self.client.credits()).available
+
+    async def submit(self, addresses: "pa.Array", *, check_smtp: bool) -> JobRef:
+        emails = [str(a) for a in addresses.to_pylist()]
+        job = await self.client.submit_bulk(
+            emails, smtp_check=check_smtp, webhook_url=self.webhook_url
+        )
+        log.info("form B bulk job %s accepted (%d addresses)", job.job_id, len(emails))
+        self._submitted[job.job_id] = emails
+        return JobRef(self.name, job.job_id, len(emails), check_smtp)
+
+    async def results(self, job: JobRef) -> AsyncIterator["pa.Table"]:
+        emails = self._submitted.pop(job.job_id, None)
+        done = await self._wait(job.job_id, lambda: self.client.bulk_job(job.job_id))
+        if done.status != "completed":
+            raise self._failed(done, job)
+        page: list[tuple[str, VerificationResult]] = []
+        position = 0
+        async for result in self.client.iter_bulk_results(job.job_id):
+            # Items come one per submitted address, in order: this process knows what it sent;
+            # a resumed run has only the addresses the service echoes.
+            key = emails[position] if emails is not None else result.email
+            page.append((key, result))
+            position += 1
+            if len(page) >= 1_000:
+                yield results_table(page)
+                page = []
+        if page:
+            yield results_table(page)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def _upload(emails: Sequence[str]) -> bytes:
+    """The CSV of a form A file job: ``id`` (the position) and ``email``."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["id", "email"])
+    writer.writerows(enumerate(emails))
+    return out.getvalue().encode()
+
+
+def _file_results(data: bytes, emails: list[str] | None) -> "pa.Table":
+    """A form A result file as a result table, each row matched to its address by ``id``.
+
+    The file carries form A's verdict columns only (status, score, reason and the flags); the
+    rest of the shared result (domain, DNS and mailbox facts) is inferred from them as
+    :meth:`VerificationResult.from_form_a` does.
+    """
+    frame = read_results_csv(data)
+    pairs: list[tuple[str, VerificationResult]] = []
+    for row in frame.to_dict("records"):
+        email = emails[int(row["id"])] if emails is not None else str(row["email"])
+        domain = email.rsplit("@", 1)[-1] if "@" in email else ""
+        fields = {
+            "email": email,
+            "domain": domain,
+            **{k: row[k] for k in _FILE_FIELDS if k in row},
+        }
+        pairs.append((email, VerificationResult.from_form_a(fields)))
+    return results_table(pairs)
+
+
+_FILE_FIELDS = (
+    "status",
+    "score",
+    "reason",
+    "is_deliverable",
+    "is_disposable",
+    "is_catchall",
+    "is_role",
+    "is_free",
+    "smtp_check",
+)

@@ -1,0 +1,275 @@
+"""``clean`` through a remote service in form A and form B: the project's own service on loopback
+(real HTTP), verifying against the sandbox, compared with the local engine's verdicts."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from sqlalchemy import func, select
+
+import listhygiene
+from listhygiene.clients import ClientSettings
+from listhygiene.engine import Engine, EngineSettings
+from listhygiene.pipeline.backends import JobRef
+from listhygiene.pipeline.remote import FormABackend, FormBBackend
+from listhygiene.pipeline.run import STATUSES, PipelineError
+from listhygiene.sandbox import Sandbox
+from listhygiene.service.app import create_app
+from listhygiene.service.store import Store
+from listhygiene.service.store.models import Job
+from tests.service.live import LiveServer
+
+
+def mx(host: str) -> list[dict[str, Any]]:
+    return [{"preference": 10, "host": host}]
+
+
+WORLD = {
+    "domains": {
+        "acme.test": {
+            "mx": mx("mx.acme.test"),
+            "mailboxes": ["alice", "bob", "info"],
+            "full": ["carol"],
+        },
+        "catchall.test": {"mx": mx("mx.catchall.test"), "catch_all": True},
+        "slow.test": {"mx": mx("mx.slow.test"), "mailboxes": [f"p{i}" for i in range(40)]},
+        "mailinator.com": {"mx": mx("mx.mailinator.com"), "catch_all": True},
+        "broken.test": {"dns": "servfail"},
+    },
+    "hosts": {
+        "mx.acme.test": {},
+        "mx.catchall.test": {},
+        "mx.slow.test": {"latency_ms": 100},
+        "mx.mailinator.com": {},
+    },
+}
+CSV = """id,name,Email
+1,Alice,alice@acme.test
+2,Alice again, ALICE@Acme.Test
+3,Bob,bob@acme.test
+4,Nobody,nobody@acme.test
+5,Info,info@acme.test
+6,Carol,carol@acme.test
+7,Anyone,anyone@catchall.test
+8,Temp,temp@mailinator.com
+9,Broken,x@broken.test
+10,Blank,
+11,Typo,alice@@acme.test
+"""
+DISTINCT = 9  # the cells with something in them, ALICE@Acme.Test being alice@acme.test
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    with Sandbox(WORLD) as running:
+        yield running
+
+
+def engine_settings(sandbox: Sandbox) -> EngineSettings:
+    return EngineSettings(
+        dns_server=sandbox.dns_server,
+        smtp_port=sandbox.smtp_port,
+        allow_private_mx=True,
+        helo="verifier.test",
+        smtp_timeout=2,
+        dns_timeout=1,
+        retry_delays=(),
+    )
+
+
+@pytest.fixture(scope="module")
+def service(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """(base URL, store) of the service on loopback."""
+    path = tmp_path_factory.mktemp("remote") / "service.db"
+    with Store(f"sqlite:///{path}") as store:
+        app = create_app(store, Engine(engine_settings(sandbox)))
+        with LiveServer(app) as url:
+            yield url, store
+
+
+@pytest.fixture(scope="module")
+def contacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("input") / "contacts.csv"
+    path.write_text(CSV)
+    return path
+
+
+@pytest.fixture(scope="module")
+def local(sandbox: Sandbox, contacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The statuses the local engine gives each row: what every backend must agree with."""
+    out = tmp_path_factory.mktemp("local") / "out"
+    listhygiene.clean(contacts, out, settings=engine_settings(sandbox))
+    return statuses(out)
+
+
+def statuses(out: Path) -> dict[str, tuple[str, Any]]:
+    frames = [pd.read_parquet(out / f"{s}.parquet") for s in STATUSES]
+    rows = pd.concat([f for f in frames if len(f)])
+    return {str(r["id"]): (r["status"], r["reason"]) for _, r in rows.iterrows()}
+
+
+def settings_for(service: Any, key: str, **changes: Any) -> ClientSettings:
+    url, _ = service
+    form = changes.pop("form", "a")
+    return ClientSettings(base_url=f"{url}/{form}/v1", api_key=key, **changes)
+
+
+def jobs_of(store: Store, key: str) -> list[Any]:
+    row = store.authenticate(key)
+    assert row is not None
+    with store.transaction() as conn:
+        return list(conn.execute(select(Job.id, Job.kind).where(Job.api_key_id == row.id)).all())
+
+
+def test_form_a_small_list_through_verify_bulk(
+    service: Any, contacts: Path, local: Any, tmp_path: Path
+) -> None:
+    _, store = service
+    key, row = store.create_key("form-a bulk", 100)
+    backend = FormABackend(settings_for(service, key))
+    result = listhygiene.clean(contacts, tmp_path / "out", backend=backend)
+    assert statuses(tmp_path / "out") == local
+    assert result.summary["backend"]["name"] == "form-a"
+    assert jobs_of(store, key) == []  # no file job for ten addresses
+    unknown = sum(1 for status, _ in local.values() if status == "unknown")
+    assert store.credits(row.id).consumed == DISTINCT - unknown
+
+
+def test_form_a_large_list_through_a_file_job(
+    service: Any, contacts: Path, local: Any, tmp_path: Path
+) -> None:
+    _, store = service
+    key, _ = store.create_key("form-a file", 100)
+    backend = FormABackend(settings_for(service, key), file_threshold=0, poll_seconds=0.1)
+    listhygiene.clean(contacts, tmp_path / "out", backend=backend)
+    assert statuses(tmp_path / "out") == local
+    assert [kind for _, kind in jobs_of(store, key)] == ["file"]
+
+
+class SmallJobs(FormBBackend):
+    max_job_size = 4
+
+
+def test_form_b_in_several_bulk_jobs(
+    service: Any, contacts: Path, local: Any, tmp_path: Path
+) -> None:
+    _, store = service
+    key, _ = store.create_key("form-b", 100)
+    backend = SmallJobs(settings_for(service, key, form="b"), poll_seconds=0.1)
+    result = listhygiene.clean(contacts, tmp_path / "out", backend=backend)
+    assert statuses(tmp_path / "out") == local
+    assert result.summary["backend"]["name"] == "form-b"
+    assert len(jobs_of(store, key)) == math.ceil(DISTINCT / 4)
+
+
+@pytest.mark.parametrize("form", ["a", "b"])
+def test_credits_are_checked_before_anything_is_spent(
+    service: Any, contacts: Path, tmp_path: Path, form: str
+) -> None:
+    _, store = service
+    key, row = store.create_key("poor", 3)
+    settings = settings_for(service, key, form=form)
+    backend = FormABackend(settings) if form == "a" else FormBBackend(settings)
+    with pytest.raises(PipelineError, match=f"needs up to {DISTINCT} credits") as raised:
+        listhygiene.clean(contacts, tmp_path / "out", backend=backend)
+    assert "has 3" in str(raised.value)
+    assert "nothing was submitted" in str(raised.value)
+    assert store.credits(row.id).balance == 3
+    assert jobs_of(store, key) == []
+    assert not (tmp_path / "out" / "summary.json").exists()
+
+
+class FailsAfterSubmitting(FormBBackend):
+    """Dies right after the service accepted the job, before reading anything of it."""
+
+    async def results(self, job: JobRef) -> AsyncIterator[Any]:
+        raise RuntimeError("killed")
+        yield  # pragma: no cover
+
+
+def test_a_run_that_died_after_submitting_reads_its_job_instead_of_submitting_again(
+    service: Any, contacts: Path, local: Any, tmp_path: Path
+) -> None:
+    _, store = service
+    key, row = store.create_key("resume", 100)
+    settings = settings_for(service, key, form="b")
+    with pytest.raises(RuntimeError, match="killed"):
+        listhygiene.clean(contacts, tmp_path / "out", backend=FailsAfterSubmitting(settings))
+    assert len(jobs_of(store, key)) == 1
+    result = listhygiene.clean(
+        contacts, tmp_path / "out", backend=FormBBackend(settings, poll_seconds=0.1)
+    )
+    assert len(jobs_of(store, key)) == 1  # the same job, read, not submitted again
+    assert result.summary["addresses"]["resumed"] is True
+    assert statuses(tmp_path / "out") == local
+    unknown = sum(1 for status, _ in local.values() if status == "unknown")
+    assert store.credits(row.id).consumed == DISTINCT - unknown  # paid once
+
+
+def test_cli_killed_after_submission_resumes_the_remote_job(
+    service: Any, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The command line, SIGKILLed while its form B job runs on the service, then run again."""
+    url, store = service
+    key, row = store.create_key("cli", 100)
+    path = tmp_path / "slow.csv"
+    path.write_text("Email\n" + "".join(f"p{i}@slow.test\n" for i in range(40)))
+    env = {**os.environ, "REMOTE_KEY": key}
+    command = [
+        *(sys.executable, "-m", "listhygiene.cli", "clean", str(path)),
+        *("--out", str(tmp_path / "out"), "--backend", "form-b"),
+        *("--base-url", f"{url}/b/v1", "--api-key-env", "REMOTE_KEY"),
+    ]
+    first = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while not jobs_of(store, key):
+        assert time.monotonic() < deadline, "no job was submitted"
+        assert first.poll() is None, first.stderr
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert len(jobs_of(store, key)) == 1
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["rows"]["by_status"]["valid"] == 40
+    assert store.credits(row.id).consumed == 40
+    with store.transaction() as conn:
+        total = conn.execute(select(func.count()).select_from(Job)).scalar_one()
+    assert total >= 1
+
+
+def test_cli_errors_of_a_remote_backend(service: Any, contacts: Path, tmp_path: Path) -> None:
+    url, _ = service
+    base = [sys.executable, "-m", "listhygiene.cli", "clean", str(contacts)]
+    base += ["--out", str(tmp_path / "out"), "--backend", "form-a"]
+    no_url = subprocess.run(base, capture_output=True, text=True, timeout=60)
+    assert no_url.returncode == 2
+    assert "--base-url" in no_url.stderr
+    env = {k: v for k, v in os.environ.items() if k != "LISTHYGIENE_API_KEY"}
+    no_key = subprocess.run(
+        [*base, "--base-url", f"{url}/a/v1"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert no_key.returncode == 2
+    assert "LISTHYGIENE_API_KEY" in no_key.stderr
+    wrong = subprocess.run(
+        [*base, "--base-url", f"{url}/a/v1"],
+        capture_output=True,
+        text=True,
+        env={**env, "LISTHYGIENE_API_KEY": "lh_wrong"},
+        timeout=60,
+    )
+    assert wrong.returncode == 1
+    assert "Invalid or missing API key" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
