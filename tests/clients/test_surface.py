@@ -34,6 +34,11 @@ PUBLIC = {
     "TERMINAL_STATUSES",
     "UnexpectedResponseError",
     "Webhook",
+    "WebhookReceiver",
+    "WebhookRejected",
+    "Delivery",
+    "Event",
+    "EventStore",
     "read_results_csv",
 }
 

@@ -10,6 +10,7 @@ import click
 from listhygiene._version import __version__
 from listhygiene.cli.clean import clean
 from listhygiene.cli.keys import keys
+from listhygiene.cli.receive import receive_webhooks
 from listhygiene.cli.sandbox import sandbox
 from listhygiene.cli.serve import serve
 from listhygiene.cli.verify import verify
@@ -28,6 +29,7 @@ def main(verbose: int) -> None:
 
 main.add_command(clean)
 main.add_command(keys)
+main.add_command(receive_webhooks)
 main.add_command(sandbox)
 main.add_command(serve)
 main.add_command(verify)

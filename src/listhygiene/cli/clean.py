@@ -203,7 +203,7 @@ def remote_backend(
         raise click.UsageError(f"--backend {form}: set the API key in ${api_key_env}")
     events = None
     if webhook_events:
-        from listhygiene.clients.receiver import EventStore
+        from listhygiene.clients.events import EventStore
 
         events = EventStore(webhook_events)
     settings = ClientSettings(base_url=base_url, api_key=key, api_key_header=api_key_header)

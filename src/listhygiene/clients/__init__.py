@@ -24,6 +24,7 @@ from listhygiene.clients._exceptions import (
 from listhygiene.clients._files import read_results_csv
 from listhygiene.clients._form_a import AsyncFormAClient, FormAClient
 from listhygiene.clients._form_b import AsyncFormBClient, FormBClient
+from listhygiene.clients.events import Event, EventStore
 from listhygiene.clients.models import (
     TERMINAL_STATUSES,
     BatchResult,
@@ -37,6 +38,7 @@ from listhygiene.clients.models import (
     ResultsPage,
     Webhook,
 )
+from listhygiene.clients.receiver import Delivery, WebhookReceiver, WebhookRejected
 
 __all__ = [
     "DEFAULT_API_KEY_HEADER",
@@ -52,6 +54,9 @@ __all__ = [
     "ClientRateLimitError",
     "ClientSettings",
     "ClientTimeoutError",
+    "Delivery",
+    "Event",
+    "EventStore",
     "FileJob",
     "FileJobAccepted",
     "FormAClient",
@@ -64,5 +69,7 @@ __all__ = [
     "SubmissionUncertainError",
     "UnexpectedResponseError",
     "Webhook",
+    "WebhookReceiver",
+    "WebhookRejected",
     "read_results_csv",
 ]

@@ -12,7 +12,7 @@ through ``/verify/bulk`` in batches of 50, several at once; larger lists become 
 back row by row. Form B: bulk jobs of at most 10,000 addresses, results read page by page.
 
 A job is waited for by polling its status with a growing interval, or, with an
-:class:`~listhygiene.clients.receiver.EventStore` fed by the webhook receiver, by watching the
+:class:`~listhygiene.clients.events.EventStore` fed by the webhook receiver, by watching the
 store for the job's completion event (the status is still read once the event arrives, and at
 ``webhook_fallback`` intervals if none comes, so a lost delivery only delays the run).
 """
@@ -43,7 +43,7 @@ from listhygiene.results import VerificationResult
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from listhygiene.clients.receiver import EventStore
+    from listhygiene.clients.events import EventStore
 
 __all__ = ["FormABackend", "FormBBackend"]
 

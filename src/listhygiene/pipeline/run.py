@@ -31,6 +31,7 @@ from listhygiene.pipeline.backends import (
     Backend,
     InsufficientCredits,
     JobFailed,
+    JobRef,
     LocalBackend,
 )
 from listhygiene.pipeline.outputs import SUMMARY, OutputFolder
@@ -322,8 +323,6 @@ class _Run:
     # -- verify ----------------------------------------------------------------------------------
 
     async def _verify(self, backend: Backend, work: WorkDir, distinct: "pa.Array") -> None:
-        import pyarrow.compute as pc
-
         work.set_stage("verifying")
         for job in work.open_jobs():
             if backend.resumable and job.backend == backend.name:
@@ -332,6 +331,16 @@ class _Run:
                 )
                 await self._collect(backend, work, job, len(distinct))
             work.finish_job(job)
+        jobs = await self._submit(backend, work, distinct)
+        for job in jobs:
+            await self._collect(backend, work, job, len(distinct))
+            work.finish_job(job)
+
+    async def _submit(self, backend: Backend, work: WorkDir, distinct: "pa.Array") -> list[JobRef]:
+        """Submit every address without a result, in jobs of the backend's size, all before
+        waiting on any (a remote service works on them together), each recorded as accepted."""
+        import pyarrow.compute as pc
+
         results = work.results()
         known = results.column(KEY) if results is not None else None
         missing = (
@@ -347,11 +356,12 @@ class _Run:
             except InsufficientCredits as exc:
                 raise PipelineError(str(exc)) from None
         size = backend.max_job_size or max(1, len(missing))
+        jobs = []
         for start in range(0, len(missing), size):
             job = await backend.submit(missing.slice(start, size), check_smtp=self.check_smtp)
             work.add_job(job)
-            await self._collect(backend, work, job, len(distinct))
-            work.finish_job(job)
+            jobs.append(job)
+        return jobs
 
     async def _collect(self, backend: Backend, work: WorkDir, job: Any, total: int) -> None:
         try:

@@ -1,0 +1,1 @@
+"""The Dagster integration of listhygiene (being built)."""
