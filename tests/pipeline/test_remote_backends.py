@@ -273,3 +273,31 @@ def test_cli_errors_of_a_remote_backend(service: Any, contacts: Path, tmp_path: 
     assert wrong.returncode == 1
     assert "Invalid or missing API key" in wrong.stderr
     assert "Traceback" not in wrong.stderr
+
+
+def test_submit_without_waiting_then_clean_reads_the_jobs(
+    service: Any, contacts: Path, local: Any, tmp_path: Path
+) -> None:
+    """What a deferrable orchestrator does: submit, release the worker, later read."""
+    from listhygiene.pipeline.run import submit
+
+    _, store = service
+    key, _ = store.create_key("deferred", 100)
+    settings = settings_for(service, key, form="b")
+    jobs = submit(contacts, tmp_path / "out", backend=SmallJobs(settings))
+    assert len(jobs) == math.ceil(DISTINCT / 4)
+    assert {j.backend for j in jobs} == {"form-b"}
+    again = submit(contacts, tmp_path / "out", backend=SmallJobs(settings))
+    assert [j.job_id for j in again] == [j.job_id for j in jobs]  # nothing submitted twice
+    assert len(jobs_of(store, key)) == len(jobs)
+    listhygiene.clean(contacts, tmp_path / "out", backend=SmallJobs(settings, poll_seconds=0.1))
+    assert len(jobs_of(store, key)) == len(jobs)
+    assert statuses(tmp_path / "out") == local
+
+
+def test_submit_with_the_local_engine_submits_nothing(
+    sandbox: Sandbox, contacts: Path, tmp_path: Path
+) -> None:
+    from listhygiene.pipeline.run import submit
+
+    assert submit(contacts, tmp_path / "out", settings=engine_settings(sandbox)) == []

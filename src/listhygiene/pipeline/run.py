@@ -45,7 +45,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["STATUSES", "CleanResult", "PipelineError", "QualityError", "aclean", "clean"]
+__all__ = [
+    "STATUSES",
+    "CleanResult",
+    "PipelineError",
+    "QualityError",
+    "aclean",
+    "asubmit",
+    "clean",
+    "submit",
+]
 
 #: Every status gets its file, in this order.
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
@@ -157,22 +166,77 @@ async def aclean(
         import tempfile
 
         out = tempfile.mkdtemp(prefix="listhygiene-")
-    run = _Run(
-        source=source,
-        out=_absolute(out),
-        email_column=email_column,
-        table=table,
-        query=query,
-        encoding=encoding,
-        backend=backend,
-        check_smtp=check_smtp,
-        settings=settings,
-        engine_overrides=engine_overrides,
-        quality_mode=quality,
-        retry_unknown_after=retry_unknown_after,
-        progress=progress or (lambda phase, done, total: None),
+    run = _make_run(
+        source,
+        out,
+        {
+            "email_column": email_column,
+            "table": table,
+            "query": query,
+            "encoding": encoding,
+            "backend": backend,
+            "check_smtp": check_smtp,
+            "settings": settings,
+            "quality": quality,
+            "retry_unknown_after": retry_unknown_after,
+            "progress": progress,
+            **engine_overrides,
+        },
     )
     return await run.execute()
+
+
+def submit(source: Any, out: str | os.PathLike[str], **options: Any) -> list[JobRef]:
+    """Blocking :func:`asubmit`."""
+    from listhygiene.engine.sync import _run
+
+    return _run(asubmit(source, out, **options))
+
+
+async def asubmit(source: Any, out: str | os.PathLike[str], **options: Any) -> list[JobRef]:
+    """Read ``source`` and submit its addresses to a resumable (remote) backend, without waiting:
+    the jobs the run waits on, recorded in ``out``'s work folder. :func:`aclean` with the same
+    arguments later reads their results instead of submitting again (an orchestrator defers in
+    between: Airflow's deferrable operator, a Dagster sensor).
+
+    Jobs already recorded and not yet read are returned as they are, and nothing more is
+    submitted. A backend whose jobs live in this process (the local engine) submits nothing:
+    the list is empty, and :func:`aclean` does all the work.
+    """
+    options.setdefault("progress", None)
+    run = _make_run(source, out, options)
+    return await run.submit_only()
+
+
+def _make_run(source: Any, out: str | os.PathLike[str], options: dict[str, Any]) -> "_Run":
+    known = {
+        "email_column",
+        "table",
+        "query",
+        "encoding",
+        "backend",
+        "check_smtp",
+        "settings",
+        "quality",
+        "retry_unknown_after",
+        "progress",
+    }
+    engine_overrides = {k: v for k, v in options.items() if k not in known}
+    return _Run(
+        source=source,
+        out=_absolute(out),
+        email_column=options.get("email_column"),
+        table=options.get("table"),
+        query=options.get("query"),
+        encoding=options.get("encoding"),
+        backend=options.get("backend", "local"),
+        check_smtp=options.get("check_smtp"),
+        settings=options.get("settings"),
+        engine_overrides=engine_overrides,
+        quality_mode=options.get("quality", "fail"),
+        retry_unknown_after=options.get("retry_unknown_after"),
+        progress=options.get("progress") or (lambda phase, done, total: None),
+    )
 
 
 @dataclasses.dataclass
@@ -194,6 +258,34 @@ class _Run:
     counters: Counter[str] = dataclasses.field(default_factory=Counter)
     #: Broken input records kept as rows (from the source, or the manifest on a resume).
     bad_records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    async def submit_only(self) -> list[JobRef]:
+        from listhygiene.pipeline.columns import find_email_column
+        from listhygiene.pipeline.sources import open_source
+
+        source = open_source(
+            self.source, table=self.table, query=self.query, encoding=self.encoding
+        )
+        column = find_email_column(
+            source.schema, source.sample(), self.email_column, source_name=source.info.name
+        )
+        OutputFolder(self.out).check_writable()
+        backend = self._backend()
+        try:
+            if not backend.resumable:
+                return []
+            if self.check_smtp is None:
+                self.check_smtp = backend.default_check_smtp
+            work = WorkDir.for_output(self.out)
+            work.open(self._fingerprint(source.info.name, column, backend))
+            _, distinct = self._read(source, column, work)
+            work.set_stage("verifying")
+            waiting = [j for j in work.open_jobs() if j.backend == backend.name]
+            if waiting:
+                return waiting
+            return await self._submit(backend, work, distinct)
+        finally:
+            await backend.aclose()
 
     async def execute(self) -> CleanResult:
         from listhygiene.pipeline.columns import find_email_column
