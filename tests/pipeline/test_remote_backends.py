@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pandas as pd
 import pytest
 from sqlalchemy import func, select
@@ -301,3 +302,41 @@ def test_submit_with_the_local_engine_submits_nothing(
     from listhygiene.pipeline.run import submit
 
     assert submit(contacts, tmp_path / "out", settings=engine_settings(sandbox)) == []
+
+
+def test_waiting_on_webhooks_through_the_real_receiver(
+    sandbox: Sandbox, contacts: Path, local: Any, tmp_path: Path
+) -> None:
+    """The service delivers ``bulk.completed`` to a receiver on loopback, which verifies and
+    records it; the run waits on the event store, never polling (its poll interval is an hour)."""
+    from listhygiene.clients import EventStore, WebhookReceiver
+
+    secret = "whsec_pipeline"
+    events = EventStore(tmp_path / "events.db")
+    receiver = WebhookReceiver(events, secret=secret, form="b")
+    with Store(f"sqlite:///{tmp_path / 'hooks.db'}") as store:
+        app = create_app(
+            store,
+            Engine(engine_settings(sandbox)),
+            allow_http_webhooks=True,
+            allow_private_webhooks=True,
+        )
+        app.state.webhook_outbox.poll_interval = 0.05
+        key, _ = store.create_key("hooked", 100)
+        with LiveServer(app) as url, LiveServer(receiver.app) as hook_url:
+            settings = ClientSettings(base_url=f"{url}/b/v1", api_key=key)
+            registered = httpx.post(
+                f"{url}/b/v1/webhooks",
+                headers={"Authorization": f"Bearer {key}"},
+                json={"url": f"{hook_url}/", "events": ["bulk.completed"], "secret": secret},
+            )
+            assert registered.status_code == 200, registered.text
+            # Without the event the run would sit out an hour (and the test's time-out).
+            backend = FormBBackend(
+                settings, events=events, poll_seconds=3600, webhook_fallback=3600
+            )
+            listhygiene.clean(contacts, tmp_path / "out", backend=backend)
+            (job_id,) = [job for job, _ in jobs_of(store, key)]
+    assert statuses(tmp_path / "out") == local
+    recorded = events.events()
+    assert [(e.event, e.job_id) for e in recorded] == [("bulk.completed", job_id)]

@@ -1,0 +1,212 @@
+"""Configuration-only Dagster resources that build listhygiene's plain objects.
+
+:class:`VerificationBackendResource` builds a :class:`~listhygiene.pipeline.backends.Backend`
+(the local engine, or a remote service in form A or form B) with :meth:`get_backend`;
+:class:`ContactSourceResource` says where the contact list is (a file, a folder of exports, or a
+SQLAlchemy URL with a table or a query) and reads it, or one partition of it, as a DataFrame.
+Neither knows anything of assets: the asset factory (``assets.py``) calls them.
+
+Secrets go in as ``dg.EnvVar("NAME")``: Dagster resolves them when a run starts, not when the
+definitions load.
+"""
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import dagster as dg
+from pydantic import Field
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from listhygiene.engine import EngineSettings
+    from listhygiene.pipeline.backends import Backend
+
+__all__ = [
+    "ContactSourceResource",
+    "VerificationBackendResource",
+    "chunk_bounds",
+    "chunk_key",
+]
+
+#: The header the project's own service reads the form A key from (``listhygiene.clients``).
+_DEFAULT_API_KEY_HEADER = "LISTHYGIENE-API-KEY"
+
+
+class VerificationBackendResource(dg.ConfigurableResource):
+    """What verifies the addresses: ``kind`` local (this process, SMTP included), form-a or
+    form-b (a remote service: ``base_url`` ending in ``/v1`` and ``api_key``).
+
+    Engine options left unset come from the ``LISTHYGIENE_*`` environment, as for the command
+    line. ``events_path`` makes a remote backend wait on the webhook events that
+    ``listhygiene receive-webhooks`` records there instead of polling the job's status (it still
+    reads the status when an event arrives, and every ``webhook_fallback`` seconds).
+    """
+
+    kind: Literal["local", "form-a", "form-b"] = Field(
+        default="local", description="local, form-a or form-b."
+    )
+    # -- remote services
+    base_url: str | None = Field(
+        default=None, description="The service's base URL, ending in /v1 (form-a, form-b)."
+    )
+    api_key: str | None = Field(default=None, description="The API key: use dg.EnvVar.")
+    api_key_header: str = Field(
+        default=_DEFAULT_API_KEY_HEADER, description="Form A: the header that carries the key."
+    )
+    poll_seconds: float = Field(default=2.0, gt=0, description="First polling interval.")
+    max_poll_seconds: float = Field(default=30.0, gt=0, description="Longest polling interval.")
+    events_path: str | None = Field(
+        default=None, description="Webhook event store (SQLite file) to wait on instead of polling."
+    )
+    webhook_fallback: float = Field(
+        default=300.0, gt=0, description="With events_path: read the status this often anyway."
+    )
+    webhook_url: str | None = Field(
+        default=None, description="Form B: the URL the service sends job events to."
+    )
+    # -- the local engine
+    dns_server: str | None = Field(default=None, description="HOST[:PORT] of the nameserver.")
+    smtp_port: int | None = Field(default=None, description="SMTP port of the mail hosts.")
+    allow_private_mx: bool | None = Field(
+        default=None, description="Accept mail hosts on private or loopback addresses."
+    )
+    helo: str | None = Field(default=None, description="EHLO name (this machine's FQDN).")
+    dns_timeout: float | None = Field(default=None, description="Seconds for a DNS lookup.")
+    smtp_timeout: float | None = Field(default=None, description="Seconds for an SMTP step.")
+    retry_delays: list[float] | None = Field(
+        default=None, description="Waits before retrying a temporary refusal (greylisting)."
+    )
+    # -- both
+    check_smtp: bool | None = Field(
+        default=None, description="Probe mailboxes over SMTP (the backend's default when unset)."
+    )
+
+    def engine_settings(self) -> "EngineSettings":
+        """The local engine's settings: the fields set here over the ``LISTHYGIENE_*`` ones."""
+        from listhygiene.engine import EngineSettings
+
+        names = ("dns_server", "smtp_port", "allow_private_mx", "helo", "dns_timeout")
+        values: dict[str, Any] = {n: getattr(self, n) for n in (*names, "smtp_timeout")}
+        if self.retry_delays is not None:
+            values["retry_delays"] = tuple(self.retry_delays)
+        return EngineSettings(**{k: v for k, v in values.items() if v is not None})
+
+    def get_backend(self) -> "Backend":
+        """A new backend for one run (the pipeline closes it when the run ends)."""
+        if self.kind == "local":
+            from listhygiene.pipeline.backends import LocalBackend
+
+            return LocalBackend(self.engine_settings())
+        from listhygiene.clients import ClientSettings, EventStore
+        from listhygiene.pipeline.remote import FormABackend, FormBBackend
+
+        if not self.base_url or not self.api_key:
+            raise ValueError(f"a {self.kind} backend needs base_url and api_key")
+        settings = ClientSettings(
+            base_url=self.base_url, api_key=self.api_key, api_key_header=self.api_key_header
+        )
+        options: dict[str, Any] = {
+            "events": EventStore(self.events_path) if self.events_path else None,
+            "poll_seconds": self.poll_seconds,
+            "max_poll_seconds": self.max_poll_seconds,
+            "webhook_fallback": self.webhook_fallback,
+        }
+        if self.kind == "form-a":
+            return FormABackend(settings, **options)
+        return FormBBackend(settings, webhook_url=self.webhook_url, **options)
+
+    def describe(self) -> str:
+        """One line for metadata and logs; never the key."""
+        if self.kind == "local":
+            return "local engine"
+        return f"{self.kind} service at {self.base_url}"
+
+
+_CHUNK = re.compile(r"^rows-(\d+)-(\d+)$")
+
+
+def chunk_key(first: int, last: int) -> str:
+    """The partition key of input rows ``first`` to ``last`` (1-based, inclusive)."""
+    return f"rows-{first}-{last}"
+
+
+def chunk_bounds(key: str) -> tuple[int, int] | None:
+    """``(first, last)`` of a chunk key, or None when ``key`` is not one (a file name)."""
+    match = _CHUNK.match(key)
+    if match is None:
+        return None
+    first, last = int(match.group(1)), int(match.group(2))
+    if first < 1 or last < first:
+        raise ValueError(f"bad chunk key {key!r}: rows {first} to {last}")
+    return first, last
+
+
+class ContactSourceResource(dg.ConfigurableResource):
+    """Where the contact list is: a file (CSV, TSV, TXT, XLSX, XLS, Parquet, JSONL), a folder of
+    exports (partitioned by file name), or a SQLAlchemy URL with ``table`` or ``query``.
+
+    A partition key is either a chunk of rows, ``rows-<first>-<last>`` (see
+    :func:`~listhygiene_dagster.partitions.row_chunks`), or the name of a file in the folder
+    ``path`` (see :func:`~listhygiene_dagster.partitions.export_files`).
+    """
+
+    path: str = Field(description="A file, a folder of exports, or a SQLAlchemy URL.")
+    table: str | None = Field(default=None, description="SQL: the table to read.")
+    query: str | None = Field(default=None, description="SQL: the query to read.")
+    email_column: str | None = Field(
+        default=None, description="The email column (detected when unset)."
+    )
+
+    def location(self, partition_key: str | None = None) -> str:
+        """The path or URL that holds the rows of ``partition_key`` (all rows: None)."""
+        if partition_key is None or chunk_bounds(partition_key) is not None:
+            return self.path
+        name = Path(partition_key).name
+        if name != partition_key or name in ("", ".", ".."):
+            raise ValueError(f"partition key {partition_key!r} is not a file name")
+        return os.path.join(self.path, name)
+
+    def read(self, partition_key: str | None = None) -> "pd.DataFrame":
+        """The rows of one partition (or all), as read by listhygiene's own sources: every
+        record a row, text formats as strings. A chunk is read in a streaming pass."""
+        import pyarrow as pa
+
+        from listhygiene.pipeline.sources import open_source
+
+        source = open_source(self.location(partition_key), table=self.table, query=self.query)
+        bounds = chunk_bounds(partition_key) if partition_key is not None else None
+        parts: list[pa.Table] = []
+        seen = 0
+        for batch in source.batches():
+            first_row = seen + 1
+            seen += batch.num_rows
+            if bounds is None:
+                parts.append(pa.Table.from_batches([batch]))
+                continue
+            first, last = bounds
+            if seen < first:
+                continue
+            start = max(first, first_row) - first_row
+            stop = min(last, seen) - first_row + 1
+            if stop > start:
+                parts.append(pa.Table.from_batches([batch]).slice(start, stop - start))
+            if seen >= last:
+                break
+        table = pa.concat_tables(parts) if parts else source.schema.empty_table()
+        return table.to_pandas()
+
+    def describe(self, partition_key: str | None = None) -> str:
+        """The location, with a database URL's password masked."""
+        text = self.location(partition_key)
+        masked = re.sub(r"(://[^:/@]+:)[^@]+@", r"\1***@", text)
+        if self.table:
+            masked += f" (table {self.table})"
+        elif self.query:
+            masked += " (query)"
+        if partition_key is not None and chunk_bounds(partition_key) is not None:
+            first, last = chunk_bounds(partition_key) or (0, 0)
+            masked += f", rows {first:,} to {last:,}"
+        return masked
