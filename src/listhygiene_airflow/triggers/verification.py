@@ -3,8 +3,9 @@
 It polls each job's status through the hook (the async clients), or, given a webhook event store
 (``listhygiene receive-webhooks`` fills it), watches the store for the jobs' completion events
 and reads a status only when one arrives (or every ``poll_interval`` seconds all the same, so a
-lost delivery only delays the run). Its deadline is wall-clock time (epoch seconds): the trigger
-may be resumed by another triggerer process. It yields exactly one event:
+lost delivery only delays the run). Polls start 2 s apart and grow to ``poll_interval``. Its
+deadline is wall-clock time (epoch seconds): another triggerer process may resume it. It
+yields exactly one event:
 
 * ``{"status": "success", "jobs": [...states...]}`` when every job completed;
 * ``{"status": "error", "message": ..., "jobs": [...]}`` when one failed, or a check raised;
@@ -60,6 +61,8 @@ class VerificationJobTrigger(BaseTrigger):
         try:
             await hook.aload_connection()
             store = self._store(hook)
+            # a short first wait, then longer ones up to poll_interval (jobs often end quickly)
+            delay = min(2.0, self.poll_interval)
             while True:
                 for job in self.jobs:
                     if job["job_id"] in states and states[job["job_id"]].is_terminal:
@@ -78,11 +81,13 @@ class VerificationJobTrigger(BaseTrigger):
                 if left <= 0:
                     waiting = [j for j, s in states.items() if not s.is_terminal]
                     yield self._event(
-                        "timeout", f"job(s) {', '.join(waiting)} still running at the deadline",
+                        "timeout",
+                        f"job(s) {', '.join(waiting)} still running at the deadline",
                         states,
                     )
                     return
-                await self._pause(store, hook, states, min(left, self.poll_interval))
+                await self._pause(store, hook, states, min(left, delay))
+                delay = min(self.poll_interval, delay * 1.5)
         except Exception as exc:  # one event, always: the operator turns it into a failure
             self.log.exception("checking the jobs failed")
             yield self._event("error", f"{type(exc).__name__}: {exc}", states)

@@ -1,0 +1,60 @@
+"""A large list on many workers: split it into chunks, verify each chunk in a mapped task (one
+per chunk, on whichever Celery or Kubernetes worker is free), then merge the outputs and run the
+data-quality checks on the merged result.
+
+Rows are split by a hash of their address, so a duplicate address is verified once. The chunk
+and output folders must be on storage every worker sees (a shared volume, or object storage for
+the outputs).
+"""
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from airflow.sdk import DAG, Param, task
+
+from listhygiene_airflow.chunks import SPLIT_MANIFEST, merge_outputs, split_list
+from listhygiene_airflow.operators.verification import EmailVerificationOperator
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "crm_export.csv"
+RUN = "{{ params.out_root }}/mapped/{{ ds }}"
+
+with DAG(
+    dag_id="clean_mapped_chunks",
+    description="Verify a large list in chunks on separate workers, then merge",
+    schedule=None,
+    start_date=datetime(2025, 1, 1),
+    catchup=False,
+    default_args={"retries": 2, "retry_delay": timedelta(minutes=5)},
+    params={
+        "source": Param(str(SAMPLE), type="string", description="The list to clean"),
+        "chunks": Param(4, type="integer", minimum=1, description="How many chunks"),
+        "out_root": Param("/tmp/listhygiene", type="string", description="Output root folder"),
+    },
+    tags=["listhygiene", "example"],
+) as dag:
+
+    @task
+    def split(params: dict | None = None, ds: str | None = None) -> list[str]:
+        """Write the chunk files; their paths feed the mapped verification."""
+        assert params is not None
+        folder = f"{params['out_root']}/mapped/{ds}/chunks"
+        return split_list(params["source"], folder, chunks=int(params["chunks"]))
+
+    verified = EmailVerificationOperator.partial(
+        task_id="verify_chunk",
+        out=RUN + "/chunk-{{ ti.map_index }}",
+        listhygiene_conn_id="listhygiene_default",
+        deferrable=True,
+        max_active_tis_per_dag=8,
+    ).expand(source=split())
+
+    @task
+    def merge(summaries: list[dict], params: dict | None = None, ds: str | None = None) -> dict:
+        """Concatenate the chunks' outputs per status, check the merged result, summarise."""
+        assert params is not None
+        run = f"{params['out_root']}/mapped/{ds}"
+        manifest = json.loads(Path(f"{run}/chunks/{SPLIT_MANIFEST}").read_text())
+        return merge_outputs(summaries, f"{run}/merged", expected_rows=manifest["rows"])
+
+    merge(verified.output)

@@ -1,0 +1,212 @@
+"""The operator: clean an address table with :func:`listhygiene.clean`, as one Airflow task.
+
+Non-deferrable, the task runs the whole clean on its worker (read, verify, write the per-status
+Parquet files, quality checks, report) and returns the run's summary as its XCom.
+
+Deferrable (``deferrable=True``), a remote backend's jobs are *submitted* first
+(:func:`listhygiene.pipeline.run.submit`, which records them in the output's work folder), checked
+once, and the task defers to :class:`VerificationJobTrigger`: no worker slot is held while the
+service works. When the trigger fires, ``execute_complete`` calls ``clean`` with the same
+arguments, which reads the recorded jobs' results instead of submitting again. For the same
+reason a retried task (a killed worker, a timeout) resumes the job it submitted: ``submit`` finds
+the jobs recorded in the work folder and submits nothing. With the local engine there is nothing
+to wait for remotely; the task simply runs ``clean``.
+"""
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook, BaseOperator, conf
+from airflow.sdk.exceptions import AirflowException
+
+from listhygiene_airflow.hooks.verification import FAILED, ListHygieneHook
+from listhygiene_airflow.triggers.verification import VerificationJobTrigger
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+__all__ = ["EmailVerificationOperator", "sqlalchemy_url"]
+
+#: Airflow connection types and the SQLAlchemy dialect (and driver) that reads them.
+_DIALECTS = {
+    "postgres": "postgresql+psycopg",
+    "postgresql": "postgresql+psycopg",
+    "mysql": "mysql",
+    "mssql": "mssql+pyodbc",
+    "oracle": "oracle",
+    "snowflake": "snowflake",
+    "duckdb": "duckdb",
+    "sqlite": "sqlite",
+}
+
+
+class EmailVerificationOperator(BaseOperator):
+    """Verify the addresses of a table and write one Parquet file per status into ``out``.
+
+    :param source: a file path (CSV, TSV, TXT, XLSX, XLS, Parquet, JSONL) or a SQLAlchemy URL;
+        with ``sql_conn_id`` it may be left out. Templated.
+    :param out: the output folder or filesystem URL (one run's outputs; use a folder per run,
+        e.g. ``/data/clean/{{ ds }}``). Templated.
+    :param sql_conn_id: an Airflow connection to a database to read from (with ``table`` or
+        ``query``); its SQLAlchemy URL, or the ``sqlalchemy_url`` extra, is the source.
+    :param table: a table (``schema.table``) of the database. Templated.
+    :param query: a SELECT instead of a table. Templated.
+    :param listhygiene_conn_id: the ``listhygiene`` connection: which backend verifies.
+    :param email_column: the column holding the addresses (found by itself when None).
+        Templated.
+    :param check_smtp: probe mailboxes; None takes the connection's ``check_smtp`` extra, then
+        the backend's default.
+    :param quality: ``"fail"`` (a failing data-quality check fails the task and publishes
+        nothing) or ``"warn"``.
+    :param deferrable: submit, then free the worker while the remote job runs.
+    :param poll_interval: seconds between status checks while deferred.
+    :param job_timeout: how long the remote jobs may take, from the deferral on.
+    """
+
+    template_fields: Sequence[str] = ("source", "out", "table", "query", "email_column")
+    ui_color = "#e8f4ea"
+
+    def __init__(
+        self,
+        *,
+        out: str | os.PathLike[str],
+        source: str | os.PathLike[str] | None = None,
+        sql_conn_id: str | None = None,
+        table: str | None = None,
+        query: str | None = None,
+        listhygiene_conn_id: str = ListHygieneHook.default_conn_name,
+        email_column: str | None = None,
+        check_smtp: bool | None = None,
+        quality: str = "fail",
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poll_interval: float = 30.0,
+        job_timeout: timedelta | float = timedelta(hours=24),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if source is None and sql_conn_id is None:
+            raise ValueError("give source (a path or a database URL) or sql_conn_id")
+        if sql_conn_id is not None and table is None and query is None:
+            raise ValueError("sql_conn_id needs table or query")
+        if quality not in ("fail", "warn"):
+            raise ValueError("quality must be 'fail' or 'warn'")
+        self.source = os.fspath(source) if source is not None else None
+        self.out = os.fspath(out)
+        self.sql_conn_id = sql_conn_id
+        self.table = table
+        self.query = query
+        self.listhygiene_conn_id = listhygiene_conn_id
+        self.email_column = email_column
+        self.check_smtp = check_smtp
+        self.quality = quality
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.job_timeout = (
+            job_timeout.total_seconds() if isinstance(job_timeout, timedelta) else job_timeout
+        )
+
+    @property
+    def hook(self) -> ListHygieneHook:
+        return ListHygieneHook(self.listhygiene_conn_id)
+
+    # -- what clean() and submit() are called with ---------------------------------------------
+
+    def _source(self) -> str:
+        if self.sql_conn_id is None:
+            assert self.source is not None
+            return self.source
+        return sqlalchemy_url(BaseHook.get_connection(self.sql_conn_id))
+
+    def _options(self, hook: ListHygieneHook) -> dict[str, Any]:
+        check_smtp = self.check_smtp if self.check_smtp is not None else hook.check_smtp
+        return {
+            "email_column": self.email_column or None,
+            "table": self.table or None,
+            "query": self.query or None,
+            "backend": hook.get_backend(poll_seconds=min(self.poll_interval, 5.0)),
+            "check_smtp": check_smtp,
+            "quality": self.quality,
+        }
+
+    def _clean(self, hook: ListHygieneHook) -> dict[str, Any]:
+        from listhygiene import clean
+
+        result = clean(self._source(), self.out, **self._options(hook))
+        counts = ", ".join(f"{s}={n}" for s, n in result.counts.items() if n)
+        total = result.summary["rows"]["total"]
+        self.log.info("cleaned %d rows into %s (%s)", total, self.out, counts)
+        if not result.passed:
+            self.log.warning("data-quality checks failed (quality=warn): %s", result.quality)
+        return result.summary
+
+    # -- running -------------------------------------------------------------------------------
+
+    def execute(self, context: "Context") -> dict[str, Any]:
+        hook = self.hook
+        if not self.deferrable:
+            return self._clean(hook)
+        from listhygiene.pipeline.run import submit
+
+        jobs = submit(self._source(), self.out, **self._options(hook))
+        if not jobs:  # the local engine: nothing runs remotely
+            return self._clean(hook)
+        self.log.info("jobs to wait for: %s", ", ".join(j.job_id for j in jobs))
+        states = [hook.job_status_sync(job) for job in jobs]
+        if all(state.is_terminal for state in states):
+            return self._clean(hook)  # reads the results (or raises for a failed job)
+        self.defer(
+            trigger=VerificationJobTrigger(
+                listhygiene_conn_id=self.listhygiene_conn_id,
+                jobs=[job.as_dict() for job in jobs],
+                deadline=time.time() + self.job_timeout,
+                poll_interval=self.poll_interval,
+            ),
+            method_name="execute_complete",
+        )
+        raise AssertionError("defer() returns only by raising")  # pragma: no cover
+
+    def execute_complete(
+        self, context: "Context", event: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The trigger fired: read the jobs' results and write the outputs, or fail."""
+        event = dict(event or {})
+        status = event.get("status")
+        if status == "success":
+            return self._clean(self.hook)
+        if any(job.get("status") == FAILED for job in event.get("jobs", [])):
+            # clean() records the failed job as finished and raises; a retry submits anew
+            self._clean(self.hook)
+        raise AirflowException(
+            f"verification jobs did not complete ({status}): {event.get('message')}; a retry "
+            "resumes the same jobs"
+        )
+
+
+def sqlalchemy_url(connection: Any) -> str:
+    """The SQLAlchemy URL of an Airflow database connection (the ``sqlalchemy_url`` extra wins)."""
+    extra = connection.extra_dejson or {}
+    if extra.get("sqlalchemy_url"):
+        return str(extra["sqlalchemy_url"])
+    from sqlalchemy.engine import URL
+
+    conn_type = (connection.conn_type or "").lower()
+    dialect = _DIALECTS.get(conn_type)
+    if dialect is None:
+        raise ValueError(
+            f"connection {connection.conn_id!r}: no SQLAlchemy dialect known for type "
+            f"{conn_type!r}; set the sqlalchemy_url extra"
+        )
+    if dialect == "sqlite":
+        return f"sqlite:///{connection.host or connection.schema}"
+    url = URL.create(
+        dialect,
+        username=connection.login or None,
+        password=connection.password or None,
+        host=connection.host or None,
+        port=connection.port or None,
+        database=connection.schema or None,
+    )
+    return url.render_as_string(hide_password=False)

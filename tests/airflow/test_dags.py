@@ -1,0 +1,201 @@
+"""The example DAGs, run with ``dag.test()`` in the session's Airflow home: against the sandbox
+through the local engine, and against the service in form B (the deferrable path through the
+trigger); their import; and the provider's registration."""
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from tests.airflow.conftest import AIRFLOW_ENV, REPO, jobs_of, set_connection
+
+DAGS = {"clean_crm_daily", "clean_from_postgres", "clean_mapped_chunks"}
+DAY = datetime(2025, 6, 1, tzinfo=UTC)
+CRM = REPO / "sample_data" / "crm_export.csv"
+STATUSES = ("valid", "invalid", "unknown", "risky", "disposable", "catchall", "role")
+
+
+def dagbag() -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(REPO / "dags"))
+
+
+def run(dag_id: str, **conf: Any) -> Any:
+    run = dagbag().get_dag(dag_id).test(logical_date=DAY, run_conf=conf)
+    assert run.state == "success", [
+        (ti.task_id, ti.map_index, ti.state) for ti in run.get_task_instances()
+    ]
+    return run
+
+
+def written(out: Path) -> dict[str, int]:
+    summary = json.loads((out / "summary.json").read_text())
+    counts = {s: len(pd.read_parquet(out / f"{s}.parquet")) for s in STATUSES}
+    assert counts == summary["rows"]["by_status"]
+    assert summary["quality"]["passed"]
+    return counts
+
+
+def test_dags_import_without_errors(airflow_home: Path) -> None:
+    bag = dagbag()
+    assert bag.import_errors == {}
+    assert set(bag.dag_ids) >= DAGS
+
+
+def test_provider_is_registered(airflow_home: Path) -> None:
+    from listhygiene_airflow import get_provider_info
+
+    env = {**os.environ, **AIRFLOW_ENV}
+    airflow = Path(sys.executable).with_name("airflow")
+    listed = subprocess.run(
+        [str(airflow), "providers", "list", "--output", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    names = {p["package_name"] for p in json.loads(listed.stdout)}
+    assert "listhygiene" in names
+    hooks = subprocess.run(
+        [str(airflow), "providers", "hooks", "--output", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    assert "listhygiene" in hooks.stdout
+    info = get_provider_info()
+    fields = info["connection-types"][0]["conn-fields"]
+    assert fields["backend"]["schema"]["enum"] == ["local", "form-a", "form-b"]
+
+
+def test_crm_daily_with_the_local_engine(
+    airflow_home: Path, local_connection: Any, tmp_path: Path
+) -> None:
+    run("clean_crm_daily", out_root=str(tmp_path))
+    counts = written(tmp_path / "crm_export" / "2025-06-01")
+    assert sum(counts.values()) == 1000
+    assert counts["valid"] > 0
+    assert counts["invalid"] > 0
+
+
+def test_crm_daily_through_form_b_defers_to_the_trigger(
+    airflow_home: Path,
+    service: Any,
+    form_b_connection: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from listhygiene_airflow.triggers.verification import VerificationJobTrigger
+
+    _, _, engine = service
+    key, store = form_b_connection
+    events: list[dict[str, Any]] = []
+    original = VerificationJobTrigger.run
+
+    async def watched(self: VerificationJobTrigger) -> Any:
+        engine.gate.set()  # the job may end only once the task has deferred to the trigger
+        async for event in original(self):
+            events.append(event.payload)
+            yield event
+
+    monkeypatch.setattr(VerificationJobTrigger, "run", watched)
+    engine.gate.clear()
+    try:
+        run("clean_crm_daily", out_root=str(tmp_path))
+    finally:
+        engine.gate.set()
+    assert [e["status"] for e in events] == ["success"]
+    assert len(jobs_of(store, key)) == 1  # 1,000 rows, one form B bulk job
+    out = tmp_path / "crm_export" / "2025-06-01"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["backend"]["name"] == "form-b"
+    assert sum(written(out).values()) == 1000
+
+
+def test_mapped_chunks_merge_to_what_one_run_gives(
+    airflow_home: Path, local_connection: Any, tmp_path: Path
+) -> None:
+    import listhygiene
+
+    run("clean_mapped_chunks", out_root=str(tmp_path), chunks=3)
+    folder = tmp_path / "mapped" / "2025-06-01"
+    assert sorted(p.name for p in folder.glob("chunk-*") if p.is_dir()) == [
+        "chunk-0",
+        "chunk-1",
+        "chunk-2",
+    ]
+    merged = written(folder / "merged")
+    settings = {k: v for k, v in local_connection.items() if k != "backend"}
+    single = listhygiene.clean(
+        REPO / "sample_data" / "crm_export.csv", tmp_path / "single", **settings
+    )
+    assert merged == single.counts
+    # the merged files keep the input's order and columns
+    valid = pd.read_parquet(folder / "merged" / "valid.parquet")
+    assert list(valid.columns) == list(single.frame("valid").columns)
+    assert valid["Contact ID"].tolist() == single.frame("valid")["Contact ID"].tolist()
+
+
+@pytest.fixture
+def postgres_table(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A table in the PostgreSQL of the test environment, as the ``crm_postgres`` connection."""
+    psycopg = pytest.importorskip("psycopg")
+    from sqlalchemy.engine import make_url
+
+    url = make_url(
+        os.environ.get("LISTHYGIENE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+    )
+    try:
+        connection = psycopg.connect(
+            host=url.host,
+            port=url.port or 5432,
+            user=url.username,
+            password=url.password,
+            dbname=url.database,
+            connect_timeout=3,
+            autocommit=True,
+        )
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"no PostgreSQL at {url.render_as_string()}: {exc}")
+    name = f"crm_{uuid.uuid4().hex[:10]}"
+    frame = pd.read_csv(CRM, dtype=str, on_bad_lines="skip").head(60)
+    connection.execute(f'create table "{name}" (id int, "Email" text)')
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f'insert into "{name}" values (%s, %s)',
+            [(i, e if isinstance(e, str) else None) for i, e in enumerate(frame["Email"])],
+        )
+    set_connection(
+        monkeypatch,
+        "crm_postgres",
+        "postgres",
+        host=url.host,
+        port=url.port or 5432,
+        login=url.username,
+        password=url.password,
+        schema=url.database,
+    )
+    try:
+        yield name
+    finally:
+        connection.execute(f'drop table if exists "{name}"')
+        connection.close()
+
+
+def test_from_postgres_reads_the_table_through_a_connection(
+    airflow_home: Path, local_connection: Any, postgres_table: str, tmp_path: Path
+) -> None:
+    run("clean_from_postgres", out_root=str(tmp_path), table=postgres_table, email_column="Email")
+    counts = written(tmp_path / postgres_table / "2025-06-01")
+    assert sum(counts.values()) == 60

@@ -1,0 +1,184 @@
+"""The operator outside a DAG run: the deferrable path step by step against the service in
+form B, and a retried task that resumes the job it submitted instead of submitting again."""
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.airflow.conftest import jobs_of, set_connection
+
+SMALL = """id,name,email
+1,Ann,natalie.roberts@riverbend-foods.test
+2,Bob,nobody-here@riverbend-foods.test
+3,Blank,
+4,Typo,ann@@riverbend-foods.test
+"""
+
+
+@pytest.fixture
+def contacts(tmp_path: Path) -> Path:
+    path = tmp_path / "contacts.csv"
+    path.write_text(SMALL)
+    return path
+
+
+def first_event(trigger: Any) -> Any:
+    async def one() -> Any:
+        async for event in trigger.run():
+            return event
+        raise AssertionError("the trigger yielded nothing")
+
+    return asyncio.run(one())
+
+
+def operator(contacts: Path, out: Path, **kwargs: Any) -> Any:
+    from listhygiene_airflow.operators.verification import EmailVerificationOperator
+
+    return EmailVerificationOperator(
+        task_id="clean", source=str(contacts), out=str(out), deferrable=True, **kwargs
+    )
+
+
+def test_a_retried_task_resumes_its_job_instead_of_submitting_again(
+    airflow_home: Path, service: Any, form_b_connection: Any, contacts: Path, tmp_path: Path
+) -> None:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    _, _, engine = service
+    key, store = form_b_connection
+    out = tmp_path / "out"
+    engine.gate.clear()  # the job cannot end before the trigger is asked
+    try:
+        with pytest.raises(TaskDeferred) as first:
+            operator(contacts, out).execute(context={})
+        submitted = jobs_of(store, key)
+        assert len(submitted) == 1
+        # the worker died; Airflow retries the task: a new operator, the same arguments
+        with pytest.raises(TaskDeferred) as retried:
+            operator(contacts, out).execute(context={})
+        assert jobs_of(store, key) == submitted  # found in the work folder, not submitted again
+        trigger = retried.value.trigger
+        assert [j["job_id"] for j in trigger.jobs] == [str(j) for j in submitted]
+        assert [j["job_id"] for j in first.value.trigger.jobs] == [str(j) for j in submitted]
+        assert retried.value.method_name == "execute_complete"
+        # what the triggerer stores and rebuilds: JSON only
+        path, kwargs = trigger.serialize()
+        assert path == "listhygiene_airflow.triggers.verification.VerificationJobTrigger"
+        json.dumps(kwargs)
+    finally:
+        engine.gate.set()
+    event = first_event(trigger)
+    assert event.payload["status"] == "success", event.payload
+    summary = operator(contacts, out).execute_complete(context={}, event=event.payload)
+    assert jobs_of(store, key) == submitted
+    assert summary["backend"]["name"] == "form-b"
+    assert summary["rows"]["total"] == 4
+    assert summary["quality"]["passed"]
+    assert (out / "summary.json").exists()
+
+
+def test_a_failed_trigger_event_fails_the_task(
+    airflow_home: Path, local_connection: Any, contacts: Path, tmp_path: Path
+) -> None:
+    from airflow.sdk.exceptions import AirflowException
+
+    event = {"status": "timeout", "message": "job j1 still running at the deadline", "jobs": []}
+    with pytest.raises(AirflowException, match="still running"):
+        operator(contacts, tmp_path / "out").execute_complete(context={}, event=event)
+
+
+def test_deferrable_with_the_local_engine_just_cleans(
+    airflow_home: Path, local_connection: Any, contacts: Path, tmp_path: Path
+) -> None:
+    summary = operator(contacts, tmp_path / "out").execute(context={})
+    assert summary["backend"]["name"] == "local"
+    by_status = summary["rows"]["by_status"]
+    assert by_status["valid"] == 1
+    assert by_status["invalid"] == 3  # not a mailbox, blank, bad syntax
+
+
+def test_hook_builds_each_backend_from_its_connection(
+    airflow_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from listhygiene.pipeline.backends import LocalBackend
+    from listhygiene.pipeline.remote import FormABackend, FormBBackend
+    from listhygiene_airflow.hooks.verification import ListHygieneHook
+
+    set_connection(
+        monkeypatch,
+        "lh_local",
+        "listhygiene",
+        extra={"dns_server": "127.0.0.1:53", "helo": "h.test"},
+    )
+    set_connection(
+        monkeypatch,
+        "lh_a",
+        "listhygiene",
+        host="https://verify.example/a/v1",
+        password="k-a",
+        extra={"backend": "form-a", "api_key_header": "X-Key"},
+    )
+    set_connection(
+        monkeypatch,
+        "lh_b",
+        "listhygiene",
+        password="k-b",
+        extra={"extra__listhygiene__backend": "form-b", "base_url": "http://b.example/v1"},
+    )
+    local = ListHygieneHook("lh_local").get_backend()
+    assert isinstance(local, LocalBackend)
+    assert local.engine.settings.dns_server == "127.0.0.1:53"
+    assert local.engine.settings.helo == "h.test"
+    form_a = ListHygieneHook("lh_a").get_backend()
+    assert isinstance(form_a, FormABackend)
+    assert form_a.settings.base_url == "https://verify.example/a/v1"
+    assert form_a.settings.api_key == "k-a"
+    assert form_a.settings.api_key_header == "X-Key"
+    form_b = ListHygieneHook("lh_b").get_backend()
+    assert isinstance(form_b, FormBBackend)
+    assert form_b.settings.base_url == "http://b.example/v1"
+    assert ListHygieneHook.is_terminal("completed")
+    assert ListHygieneHook.is_terminal("failed")
+    assert not ListHygieneHook.is_terminal("processing")
+
+
+def test_sensor_pokes_an_existing_job(
+    airflow_home: Path, service: Any, form_b_connection: Any, tmp_path: Path
+) -> None:
+    from listhygiene.clients import ClientSettings, FormBClient
+    from listhygiene_airflow.sensors.verification import VerificationJobSensor
+
+    url, _, engine = service
+    key, _ = form_b_connection
+    with FormBClient(ClientSettings(base_url=f"{url}/b/v1", api_key=key)) as client:
+        engine.gate.clear()
+        try:
+            job = client.submit_bulk(["natalie.roberts@riverbend-foods.test"], smtp_check=False)
+            sensor = VerificationJobSensor(task_id="wait", job_id=job.job_id, poke_interval=1)
+            assert sensor.poke(context={}) is False
+        finally:
+            engine.gate.set()
+    deferred = VerificationJobSensor(
+        task_id="wait_deferred", job_id=job.job_id, deferrable=True, poke_interval=1
+    )
+    event = first_event(deferred_trigger(deferred))
+    assert event.payload["status"] == "success"
+    deferred.execute_complete(context={}, event=event.payload)
+    assert sensor.poke(context={}) is True
+
+
+def deferred_trigger(sensor: Any) -> Any:
+    """The trigger the sensor defers to (built as execute() builds it)."""
+    import time
+
+    from listhygiene_airflow.triggers.verification import VerificationJobTrigger
+
+    return VerificationJobTrigger(
+        listhygiene_conn_id=sensor.listhygiene_conn_id,
+        jobs=[sensor._job()],
+        deadline=time.time() + 60,
+        poll_interval=1,
+    )
