@@ -8,9 +8,10 @@ stored by this short subclass instead: one ``<base>/<asset key>.parquet`` per as
 
 from typing import Any
 
-import dagster as dg
 from pydantic import Field
 from upath import UPath
+
+import dagster as dg
 
 __all__ = ["ParquetIOManager", "ParquetUPathIOManager"]
 

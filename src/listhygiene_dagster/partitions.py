@@ -11,7 +11,6 @@ key selects rows of its ``path``, any other key names a file inside the folder `
 """
 
 import dagster as dg
-
 from listhygiene_dagster.resources import chunk_key
 
 __all__ = ["export_files", "row_chunks"]

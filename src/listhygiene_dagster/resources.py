@@ -15,8 +15,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import dagster as dg
 from pydantic import Field
+
+import dagster as dg
 
 if TYPE_CHECKING:
     import pandas as pd

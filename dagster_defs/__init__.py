@@ -1,0 +1,1 @@
+"""Example Dagster definitions of listhygiene (``dagster dev -f dagster_defs/definitions.py``)."""

@@ -1,0 +1,65 @@
+"""Example definitions: the CRM export of ``sample_data/`` as a contact list, and a folder of
+exports partitioned by file with a sensor that picks up each new one.
+
+    dagster dev -f dagster_defs/definitions.py
+
+The local engine takes its settings from the ``LISTHYGIENE_*`` environment; to verify against
+the sample mail world, start it first: ``eval "$(listhygiene sandbox up sample_data/world.json)"``.
+Set ``LISTHYGIENE_DAGSTER_DIR`` to choose where outputs go (a temporary folder by default), and
+``LISTHYGIENE_EXPORTS_DIR`` for the folder the sensor watches. A remote service instead::
+
+    VerificationBackendResource(
+        kind="form-b", base_url="https://verify.example/b/v1", api_key=dg.EnvVar("VERIFY_KEY")
+    )
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+import dagster as dg
+from listhygiene_dagster import (
+    ContactSourceResource,
+    ParquetIOManager,
+    VerificationBackendResource,
+    build_email_hygiene_assets,
+    build_export_sensor,
+    export_files,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(
+    os.environ.get("LISTHYGIENE_DAGSTER_DIR", Path(tempfile.gettempdir()) / "listhygiene-dagster")
+)
+EXPORTS = Path(os.environ.get("LISTHYGIENE_EXPORTS_DIR", DATA / "exports"))
+
+# The CRM export: one list, not partitioned.
+crm = build_email_hygiene_assets(name="crm", output_dir=str(DATA / "runs"))
+
+# A folder of exports: one partition per file, added by the sensor when the file lands.
+exports_partitions = export_files("crm_exports")
+exports = build_email_hygiene_assets(
+    name="crm_exports",
+    output_dir=str(DATA / "runs"),
+    source_resource_key="exports_source",
+    partitions_def=exports_partitions,
+)
+new_export_sensor = build_export_sensor(
+    name="crm_new_export",
+    folder=str(EXPORTS),
+    target=dg.AssetSelection.groups("crm_exports"),
+    partitions_def=exports_partitions,
+    pattern="*.csv",
+)
+
+defs = dg.Definitions(
+    assets=[*crm, *exports],
+    sensors=[new_export_sensor],
+    resources={
+        "contact_source": ContactSourceResource(path=str(ROOT / "sample_data" / "crm_export.csv")),
+        "exports_source": ContactSourceResource(path=str(EXPORTS)),
+        # Engine settings not given here come from the LISTHYGIENE_* environment.
+        "verification_backend": VerificationBackendResource(kind="local"),
+        "listhygiene_parquet_io_manager": ParquetIOManager(base_path=str(DATA / "tables")),
+    },
+)
