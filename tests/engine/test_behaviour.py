@@ -337,8 +337,15 @@ def free_port() -> int:
 def socks_proxy() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A real SOCKS5 proxy (pproxy) on loopback."""
     port = free_port()
+    # pproxy switches to uvloop when it can import it (the airflow and dagster extras install
+    # it), then fails to start: "There is no current event loop". Hide uvloop from it.
+    launch = (
+        "import runpy, sys; sys.modules['uvloop'] = None; "
+        f"sys.argv = ['pproxy', '-l', 'socks5://127.0.0.1:{port}']; "
+        "runpy.run_module('pproxy', run_name='__main__')"
+    )
     proxy = subprocess.Popen(
-        [sys.executable, "-m", "pproxy", "-l", f"socks5://127.0.0.1:{port}"],
+        [sys.executable, "-c", launch],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
