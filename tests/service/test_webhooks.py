@@ -540,3 +540,70 @@ def test_sign() -> None:
     assert sign(b"body", "key") == (
         "sha256=" + hmac.new(b"key", b"body", hashlib.sha256).hexdigest()
     )
+
+
+def test_a_delivery_goes_to_the_address_that_was_checked(tmp_path: Path) -> None:
+    """DNS rebinding: the name is resolved once, for the check, and the request is sent to that
+    address, with the name in ``Host`` and the TLS SNI; a later answer (a private address) is
+    never asked for. The resolver and the transport are injected: no public name resolves here."""
+    answers = iter([["93.184.216.34"], ["10.0.0.5"]])  # the second answer would be private
+    asked: list[str] = []
+    sent: list[httpx.Request] = []
+
+    async def resolve(host: str, port: int) -> list[str]:
+        asked.append(f"{host}:{port}")
+        return next(answers)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200)
+
+    with Store(f"sqlite:///{tmp_path / 'pinned.db'}") as own:
+        webhook_store.enqueue(
+            own, url="https://hooks.example.com:8443/in?x=1", event="e", payload="{}", secret=None
+        )
+        outbox = Outbox(own, resolve=resolve, transport=httpx.MockTransport(answer))
+
+        async def run() -> int:
+            await outbox.start()
+            try:
+                return await outbox.run_once()
+            finally:
+                await outbox.stop()
+
+        assert asyncio.run(run()) == 1
+    assert asked == ["hooks.example.com:8443"]  # resolved once
+    (request,) = sent
+    assert request.url.host == "93.184.216.34"
+    assert (request.url.port, request.url.path, request.url.query) == (8443, "/in", b"x=1")
+    assert request.headers["host"] == "hooks.example.com:8443"
+    assert request.extensions["sni_hostname"] == "hooks.example.com"
+
+
+def test_a_name_resolving_to_a_private_address_is_refused_before_sending(tmp_path: Path) -> None:
+    sent: list[httpx.Request] = []
+
+    async def resolve(host: str, port: int) -> list[str]:
+        return ["93.184.216.34", "192.168.1.10"]  # one private answer is enough to refuse
+
+    with Store(f"sqlite:///{tmp_path / 'refused.db'}") as own:
+        delivery_id = webhook_store.enqueue(
+            own, url="https://hooks.example.com/in", event="e", payload="{}", secret=None
+        )
+        outbox = Outbox(
+            own, resolve=resolve, transport=httpx.MockTransport(lambda r: sent.append(r))
+        )
+
+        async def run() -> None:
+            await outbox.start()
+            try:
+                await outbox.run_once()
+            finally:
+                await outbox.stop()
+
+        asyncio.run(run())
+        row = webhook_store.get_delivery(own, delivery_id)
+    assert sent == []
+    assert row is not None
+    assert row.last_error is not None
+    assert "private" in row.last_error

@@ -9,7 +9,9 @@ the raw body keyed with the secret. Form B's payload also carries a ``signature`
 HMAC over the payload without that field, as JSON with sorted keys and ``(",", ":")`` separators.
 
 The URL is checked when a webhook is registered and again before every attempt (DNS can change):
-HTTPS only, and no private, loopback, link-local or reserved address, unless allowed.
+HTTPS only, and no private, loopback, link-local or reserved address, unless allowed. The attempt
+then connects to the address that was checked (the name stays in ``Host`` and the TLS SNI), so a
+DNS answer that changes after the check cannot send it elsewhere.
 """
 
 import asyncio
@@ -22,7 +24,7 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,11 +37,13 @@ __all__ = [
     "DEFAULT_SCHEDULE",
     "USER_AGENT",
     "Outbox",
+    "Resolver",
     "UnsafeURL",
     "check_url",
     "form_b_payload_signature",
     "notify",
     "notify_sync",
+    "pinned_request",
     "sign",
 ]
 
@@ -91,8 +95,30 @@ def _forbidden(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     )
 
 
-async def check_url(url: str, *, allow_http: bool = False, allow_private: bool = False) -> None:
-    """Raise :class:`UnsafeURL` unless ``url`` may be called (resolving its host)."""
+#: Resolves ``(host, port)`` to IP address strings (injectable: the tests' way to a public name).
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+
+
+async def _getaddrinfo(host: str, port: int) -> list[str]:
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]).split("%")[0] for info in infos]
+
+
+async def check_url(
+    url: str,
+    *,
+    allow_http: bool = False,
+    allow_private: bool = False,
+    resolve: Resolver | None = None,
+) -> str | None:
+    """Raise :class:`UnsafeURL` unless ``url`` may be called (resolving its host).
+
+    Returns the address that was checked, to connect to (None when the host is used as it is: an
+    IP literal, or private addresses allowed). Connecting to that address, rather than resolving
+    the name again, closes the gap in which a DNS answer could change between the check and the
+    connection (DNS rebinding).
+    """
     try:
         parsed = httpx.URL(url)
     except Exception as exc:
@@ -106,22 +132,38 @@ async def check_url(url: str, *, allow_http: bool = False, allow_private: bool =
     if parsed.userinfo:
         raise UnsafeURL("the URL must not carry credentials")
     if allow_private:
-        return
+        return None
     try:
         literal = ipaddress.ip_address(host)
     except ValueError:
         literal = None
     if literal is not None:
-        addresses = [literal]
-    else:
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(host, parsed.port or 443, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            raise UnsafeURL(f"the URL's host does not resolve: {exc}") from None
-        addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+        if _forbidden(literal):
+            raise UnsafeURL("the URL resolves to a private, loopback or link-local address")
+        return None
+    try:
+        found = await (resolve or _getaddrinfo)(host, parsed.port or 443)
+    except OSError as exc:
+        raise UnsafeURL(f"the URL's host does not resolve: {exc}") from None
+    addresses = [ipaddress.ip_address(a) for a in found]
     if not addresses or any(_forbidden(a) for a in addresses):
         raise UnsafeURL("the URL resolves to a private, loopback or link-local address")
+    return str(addresses[0])
+
+
+def pinned_request(
+    url: str, address: str | None
+) -> tuple[httpx.URL, dict[str, str], dict[str, Any]]:
+    """``(URL to connect to, extra headers, httpx extensions)`` for ``url`` sent to ``address``:
+    the address in the URL, the name in ``Host`` and, for HTTPS, in the TLS SNI (so the
+    certificate is still checked against the name)."""
+    parsed = httpx.URL(url)
+    if address is None:
+        return parsed, {}, {}
+    extensions: dict[str, Any] = {}
+    if parsed.scheme.lower() == "https":
+        extensions["sni_hostname"] = parsed.host
+    return parsed.copy_with(host=address), {"Host": parsed.netloc.decode("ascii")}, extensions
 
 
 # -- queueing ----------------------------------------------------------------------------------
@@ -232,6 +274,8 @@ class Outbox:
         allow_http: bool = False,
         allow_private: bool = False,
         batch: int = 20,
+        resolve: Resolver | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.store = store
         self.schedule = tuple(schedule)
@@ -241,6 +285,8 @@ class Outbox:
         self.allow_http = allow_http
         self.allow_private = allow_private
         self.batch = batch
+        self.resolve = resolve
+        self.transport = transport
         self._task: asyncio.Task[None] | None = None
         self._client: httpx.AsyncClient | None = None
 
@@ -251,7 +297,11 @@ class Outbox:
         if isinstance(verify, str):
             verify = ssl.create_default_context(cafile=verify)
         self._client = httpx.AsyncClient(
-            timeout=self.timeout, verify=verify, follow_redirects=False, trust_env=False
+            timeout=self.timeout,
+            verify=verify,
+            follow_redirects=False,
+            trust_env=False,
+            transport=self.transport,
         )
         self._task = asyncio.create_task(self._run(), name="webhook-outbox")
 
@@ -304,11 +354,18 @@ class Outbox:
         """POST the delivery; None on success, else what went wrong."""
         assert self._client is not None
         try:
-            await check_url(row.url, allow_http=self.allow_http, allow_private=self.allow_private)
+            address = await check_url(
+                row.url,
+                allow_http=self.allow_http,
+                allow_private=self.allow_private,
+                resolve=self.resolve,
+            )
         except UnsafeURL as exc:
             return f"refused: {exc}"
+        target, host_header, extensions = pinned_request(row.url, address)
         body = row.payload.encode()
         headers = {
+            **host_header,
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
             "X-Webhook-Event": row.event,
@@ -318,7 +375,8 @@ class Outbox:
             headers["X-Webhook-Signature"] = sign(body, row.secret)
         try:
             response = await asyncio.wait_for(
-                self._client.post(row.url, content=body, headers=headers), self.timeout
+                self._client.post(target, content=body, headers=headers, extensions=extensions),
+                self.timeout,
             )
         except (httpx.HTTPError, TimeoutError, OSError) as exc:
             return f"{type(exc).__name__}: {exc}"
