@@ -210,47 +210,14 @@ def create_bulk_job(
     check_smtp: bool,
     webhook_url: str | None = None,
 ) -> StoredJob:
-    """Reserve the credits and write the job and its rows, all or nothing.
+    """Reserve the credits and write a form B bulk job (``processing``) and its rows, all or
+    nothing.
 
     Raises :class:`InsufficientCredits` (and writes nothing) when the balance is short.
     """
-    addresses = [address_of(e) for e in emails]
-    unique = len(set(addresses))
-    job_id = new_id()
-    now = utcnow()
-    with store.transaction(write=True) as conn:
-        if not store.reserve_credits(key_id, unique, conn=conn):
-            raise InsufficientCredits(unique)
-        conn.execute(
-            insert(Job).values(
-                id=job_id,
-                api_key_id=key_id,
-                form="b",
-                kind="bulk",
-                status="processing",
-                total_rows=len(emails),
-                unique_emails=unique,
-                check_smtp=check_smtp,
-                webhook_url=webhook_url,
-                credits_reserved=unique,
-                credits_used=0,
-                processed=0,
-                created_at=now,
-            )
-        )
-        conn.execute(
-            insert(JobRow),
-            [
-                {"job_id": job_id, "position": i, "email": e, "address": a, "row": None}
-                for i, (e, a) in enumerate(zip(emails, addresses, strict=True))
-            ],
-        )
-        job = _read(conn, job_id)
-    assert job is not None
-    return job
-
-
-_ROW_CHUNK = 5_000
+    rows = [UploadedRow(e, address_of(e), []) for e in emails]
+    job = {"form": "b", "kind": "bulk", "status": "processing", "check_smtp": check_smtp}
+    return _create(store, key_id, rows, {**job, "webhook_url": webhook_url}, cells=False)
 
 
 def create_file_job(
@@ -267,6 +234,35 @@ def create_file_job(
 
     Raises :class:`InsufficientCredits` (and writes nothing) when the balance is short.
     """
+    job = {"form": "a", "kind": "file", "status": "pending", "check_smtp": True}
+    return _create(
+        store,
+        key_id,
+        rows,
+        {
+            **job,
+            "file_name": file_name,
+            "file_size": file_size,
+            "email_column": email_column,
+            "columns": list(columns),
+        },
+        cells=True,
+    )
+
+
+_ROW_CHUNK = 5_000
+
+
+def _create(
+    store: Store,
+    key_id: str,
+    rows: Sequence[UploadedRow],
+    values: dict[str, Any],
+    *,
+    cells: bool,
+) -> StoredJob:
+    """Reserve one credit per distinct address, then insert the job and its rows (the row's cells
+    too when ``cells``), in one transaction."""
     unique = len({r.address for r in rows if r.address is not None})
     job_id = new_id()
     with store.transaction(write=True) as conn:
@@ -276,20 +272,13 @@ def create_file_job(
             insert(Job).values(
                 id=job_id,
                 api_key_id=key_id,
-                form="a",
-                kind="file",
-                status="pending",
-                file_name=file_name,
-                file_size=file_size,
-                email_column=email_column,
-                columns=list(columns),
                 total_rows=len(rows),
                 unique_emails=unique,
-                check_smtp=True,
                 credits_reserved=unique,
                 credits_used=0,
                 processed=0,
                 created_at=utcnow(),
+                **values,
             )
         )
         for start in range(0, len(rows), _ROW_CHUNK):
@@ -301,7 +290,7 @@ def create_file_job(
                         "position": start + i,
                         "email": r.email,
                         "address": r.address,
-                        "row": r.cells,
+                        "row": r.cells if cells else None,
                     }
                     for i, r in enumerate(rows[start : start + _ROW_CHUNK])
                 ],
