@@ -340,3 +340,36 @@ def test_waiting_on_webhooks_through_the_real_receiver(
     assert statuses(tmp_path / "out") == local
     recorded = events.events()
     assert [(e.event, e.job_id) for e in recorded] == [("bulk.completed", job_id)]
+
+
+class FormAFailsAfterSubmitting(FormABackend):
+    async def results(self, job: JobRef) -> AsyncIterator[Any]:
+        raise RuntimeError("killed")
+        yield  # pragma: no cover
+
+
+def test_a_resumed_form_a_file_job_is_read_from_its_result_file(
+    service: Any, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A run that resumes has only the result file to match rows to addresses, and the service
+    escaped the cells that start like a formula (``-dash@...`` comes back as ``'-dash@...``)."""
+    _, store = service
+    key, _ = store.create_key("resume-file", 100)
+    path = tmp_path / "dash.csv"
+    path.write_text("Email\n-dash@acme.test\nalice@acme.test\n+plus@acme.test\n")
+    settings = settings_for(service, key)
+    with pytest.raises(RuntimeError, match="killed"):
+        listhygiene.clean(
+            path, tmp_path / "out", backend=FormAFailsAfterSubmitting(settings, file_threshold=0)
+        )
+    assert [kind for _, kind in jobs_of(store, key)] == ["file"]
+    resumed = FormABackend(settings, file_threshold=0, poll_seconds=0.1)
+    result = listhygiene.clean(path, tmp_path / "out", backend=resumed)
+    assert [kind for _, kind in jobs_of(store, key)] == ["file"]  # read, not submitted again
+    rows = pd.concat([f for f in result.frames.values() if len(f)])
+    found = dict(zip(rows["Email"], rows["status"], strict=True))
+    assert found == {
+        "-dash@acme.test": "invalid",
+        "alice@acme.test": "valid",
+        "+plus@acme.test": "invalid",
+    }

@@ -248,7 +248,7 @@ def _file_results(data: bytes, emails: list[str] | None) -> "pa.Table":
     frame = read_results_csv(data)
     pairs: list[tuple[str, VerificationResult]] = []
     for row in frame.to_dict("records"):
-        email = emails[int(row["id"])] if emails is not None else str(row["email"])
+        email = emails[int(row["id"])] if emails is not None else _unescaped(str(row["email"]))
         domain = email.rsplit("@", 1)[-1] if "@" in email else ""
         fields = {
             "email": email,
@@ -257,6 +257,17 @@ def _file_results(data: bytes, emails: list[str] | None) -> "pa.Table":
         }
         pairs.append((email, VerificationResult.from_form_a(fields)))
     return results_table(pairs)
+
+
+#: Form A's result file puts ``'`` before cells that start like a formula (PRODUCT.md).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _unescaped(cell: str) -> str:
+    """A result file's cell as it was uploaded (a run that resumes knows only the file)."""
+    if cell.startswith("'") and cell[1:].startswith(_FORMULA_STARTS):
+        return cell[1:]
+    return cell
 
 
 _FILE_FIELDS = (
