@@ -36,6 +36,12 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
         "schema": {"type": ["string", "null"], "default": "LISTHYGIENE-API-KEY"},
         "description": "Form A only: the name of the header that carries the key.",
     },
+    "file_threshold": {
+        "label": "Form A file-job threshold",
+        "schema": {"type": ["integer", "null"], "minimum": 0, "default": 1000},
+        "description": "Form A only: lists longer than this go as file jobs (the operator then "
+        "defers); shorter ones through /verify/bulk on the worker.",
+    },
     "events_path": {
         "label": "Webhook event store",
         "schema": {"type": ["string", "null"]},

@@ -182,3 +182,44 @@ def deferred_trigger(sensor: Any) -> Any:
         deadline=time.time() + 60,
         poll_interval=1,
     )
+
+
+def test_a_deferred_form_a_file_job(
+    airflow_home: Path,
+    service: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    contacts: Path,
+    tmp_path: Path,
+) -> None:
+    """Form A through a file job: the operator defers, the trigger sees the job end, and
+    ``execute_complete`` (another backend instance, as on a triggerer-resumed task) reads the
+    result file instead of uploading again."""
+    from airflow.sdk.exceptions import TaskDeferred
+
+    url, store, engine = service
+    key, _ = store.create_key("airflow-a", 5_000)
+    set_connection(
+        monkeypatch,
+        "listhygiene_default",
+        "listhygiene",
+        host=f"{url}/a/v1",
+        password=key,
+        extra={"backend": "form-a", "file_threshold": 0},
+    )
+    out = tmp_path / "out"
+    engine.gate.clear()
+    try:
+        with pytest.raises(TaskDeferred) as deferred:
+            operator(contacts, out).execute(context={})
+    finally:
+        engine.gate.set()
+    (job,) = deferred.value.trigger.jobs
+    assert job["backend"] == "form-a"
+    assert job["data"] == {"mode": "file"}
+    event = first_event(deferred.value.trigger)
+    assert event.payload["status"] == "success", event.payload
+    summary = operator(contacts, out).execute_complete(context={}, event=event.payload)
+    assert jobs_of(store, key) == [job["job_id"]]  # one upload
+    assert summary["backend"]["name"] == "form-a"
+    assert summary["rows"]["by_status"]["valid"] == 1
+    assert summary["rows"]["total"] == 4

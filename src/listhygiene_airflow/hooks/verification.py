@@ -172,6 +172,8 @@ class ListHygieneHook(BaseHook):
         from listhygiene.pipeline.remote import FormABackend, FormBBackend
 
         options.setdefault("events", self.event_store())
+        if name == "form-a" and self.extras.get("file_threshold") not in (None, ""):
+            options.setdefault("file_threshold", int(self.extras["file_threshold"]))
         cls = FormABackend if name == "form-a" else FormBBackend
         return cls(self.client_settings(), **options)
 
