@@ -223,3 +223,43 @@ def test_a_deferred_form_a_file_job(
     assert summary["backend"]["name"] == "form-a"
     assert summary["rows"]["by_status"]["valid"] == 1
     assert summary["rows"]["total"] == 4
+
+
+def test_the_trigger_watching_an_event_store(
+    airflow_home: Path, service: Any, form_b_connection: Any, contacts: Path, tmp_path: Path
+) -> None:
+    """With an event store, the trigger waits on it; an event that comes before the service's
+    status says so does not make it ask the service in a tight loop."""
+    import threading
+
+    from airflow.sdk.exceptions import TaskDeferred
+    from sqlalchemy import func, select
+
+    from listhygiene.clients import EventStore
+    from listhygiene.service.store.models import RateWindow
+    from listhygiene_airflow.triggers.verification import VerificationJobTrigger
+
+    _, _, engine = service
+    key, store = form_b_connection
+    events = EventStore(tmp_path / "events.db")
+    engine.gate.clear()
+    try:
+        with pytest.raises(TaskDeferred) as deferred:
+            operator(contacts, tmp_path / "out").execute(context={})
+        (job,) = deferred.value.trigger.jobs
+        events.record("b", "bulk.completed", job["job_id"], {"event": "bulk.completed"}, "x")
+        _, kwargs = deferred.value.trigger.serialize()
+        trigger = VerificationJobTrigger(
+            **{**kwargs, "events_path": str(events.path), "poll_interval": 0.5}
+        )
+        threading.Timer(1.5, engine.gate.set).start()  # the job ends a while after its event
+        event = first_event(trigger)
+    finally:
+        engine.gate.set()
+    assert event.payload["status"] == "success", event.payload
+    row = store.authenticate(key)
+    with store.transaction() as conn:
+        requests = conn.execute(
+            select(func.sum(RateWindow.count)).where(RateWindow.api_key_id == row.id)
+        ).scalar_one()
+    assert requests < 40  # a loop on the store's immediate answer makes hundreds

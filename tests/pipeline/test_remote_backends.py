@@ -373,3 +373,32 @@ def test_a_resumed_form_a_file_job_is_read_from_its_result_file(
         "alice@acme.test": "valid",
         "+plus@acme.test": "invalid",
     }
+
+
+async def test_an_event_before_the_status_catches_up_does_not_make_the_wait_spin(
+    service: Any, tmp_path: Path
+) -> None:
+    """A service may announce a job before its status says so. The wait must then poll at its
+    pace, not ask the store (which answers at once) and the service in a tight loop."""
+    import pyarrow as pa
+
+    from listhygiene.clients import EventStore
+    from listhygiene.service.store.models import RateWindow
+
+    _, store = service
+    key, row = store.create_key("early event", 100)
+    events = EventStore(tmp_path / "events.db")
+    backend = FormBBackend(settings_for(service, key, form="b"), events=events, poll_seconds=0.2)
+    addresses = [f"p{i}@slow.test" for i in range(40)]
+    try:
+        job = await backend.submit(pa.array(addresses), check_smtp=True)
+        events.record("b", "bulk.completed", job.job_id, {"event": "bulk.completed"}, "early")
+        tables = [table async for table in backend.results(job)]
+    finally:
+        await backend.aclose()
+    assert sum(len(t) for t in tables) == 40
+    with store.transaction() as conn:
+        requests = conn.execute(
+            select(func.sum(RateWindow.count)).where(RateWindow.api_key_id == row.id)
+        ).scalar_one()
+    assert requests < 40  # a spinning wait makes hundreds

@@ -92,10 +92,12 @@ class _Remote(Backend):
     async def _wait(self, job_id: str, status: Any) -> Any:
         """Wait until ``status()`` gives a terminal job; return it."""
         delay = self.poll_seconds
+        heard = False  # the job's event arrived: from then on, poll (the event stays in the store)
         while not (job := await status()).is_terminal:
-            if self.events is not None:
+            if self.events is not None and not heard:
                 try:
                     await self.events.wait(job_id, self._EVENTS, timeout=self.webhook_fallback)
+                    heard = True
                 except TimeoutError:
                     log.info("no webhook event for job %s yet: reading its status", job_id)
             else:

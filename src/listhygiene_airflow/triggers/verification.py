@@ -107,7 +107,18 @@ class VerificationJobTrigger(BaseTrigger):
         if store is None:
             await asyncio.sleep(seconds)
             return
-        running = [j for j in self.jobs if not states[j["job_id"]].is_terminal]
+        # A job whose event is already in the store but whose status is not yet terminal (a
+        # service that announces before its status catches up) is polled, not waited on again:
+        # the store would answer at once, every time.
+        running = [
+            j
+            for j in self.jobs
+            if not states[j["job_id"]].is_terminal
+            and store.find(j["job_id"], hook.job_events(j)) is None
+        ]
+        if not running:
+            await asyncio.sleep(seconds)
+            return
         waits = [
             asyncio.ensure_future(store.wait(j["job_id"], hook.job_events(j), timeout=seconds))
             for j in running
