@@ -38,7 +38,6 @@ The Starlette import is deferred to the first use of ``.app``: importing this mo
 """
 
 import hashlib
-import hmac
 import json
 import logging
 import sqlite3
@@ -49,6 +48,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from listhygiene.clients.events import EventStore
+from listhygiene.signatures import form_b_payload_signature, sign, signature_matches
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -94,28 +94,6 @@ class Delivery:
     payload: dict[str, Any] = field(hash=False)
     timestamp: datetime
     digest: str
-
-
-def _hmac(secret: str, message: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
-
-
-def _matches(expected: str, given: object) -> bool:
-    if not isinstance(given, str):
-        return False
-    # bytes, not str: compare_digest refuses non-ASCII strings, and a header or a field can hold
-    # anything
-    return hmac.compare_digest(expected.encode(), given.encode("utf-8", "surrogatepass"))
-
-
-def _canonical(payload: Mapping[str, Any]) -> bytes:
-    """What form B's ``signature`` field signs: the payload without it, in canonical JSON."""
-    return json.dumps(
-        {k: v for k, v in payload.items() if k != "signature"},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    ).encode("utf-8", "surrogatepass")
 
 
 def _parse_time(value: object) -> datetime:
@@ -180,14 +158,16 @@ class WebhookReceiver:
         if (
             secret is not None
             and signature is not None
-            and not _matches(_hmac(secret, body), signature)
+            and not signature_matches(sign(body, secret), signature)
         ):
             raise WebhookRejected(401, f"the {SIGNATURE_HEADER} header does not verify")
         # Until a signature has verified, a malformed body is an unsigned one: 401.
         authenticated = secret is None or signature is not None
         payload = self._parse(body, authenticated)
         if secret is not None and self.form == "b" and "signature" in payload:
-            if not _matches(_hmac(secret, _canonical(payload)), payload["signature"]):
+            if not signature_matches(
+                form_b_payload_signature(payload, secret), payload["signature"]
+            ):
                 raise WebhookRejected(401, "the payload's signature does not verify")
             authenticated = True
         if not authenticated:

@@ -38,6 +38,7 @@ from listhygiene.pipeline.backends import (
     JobRef,
     results_table,
 )
+from listhygiene.result_file import RESULT_COLUMNS, unescape_formula
 from listhygiene.results import VerificationResult
 
 if TYPE_CHECKING:
@@ -250,36 +251,14 @@ def _file_results(data: bytes, emails: list[str] | None) -> "pa.Table":
     frame = read_results_csv(data)
     pairs: list[tuple[str, VerificationResult]] = []
     for row in frame.to_dict("records"):
-        email = emails[int(row["id"])] if emails is not None else _unescaped(str(row["email"]))
+        email = (
+            emails[int(row["id"])] if emails is not None else unescape_formula(str(row["email"]))
+        )
         domain = email.rsplit("@", 1)[-1] if "@" in email else ""
         fields = {
             "email": email,
             "domain": domain,
-            **{k: row[k] for k in _FILE_FIELDS if k in row},
+            **{k: row[k] for k in RESULT_COLUMNS if k in row},
         }
         pairs.append((email, VerificationResult.from_form_a(fields)))
     return results_table(pairs)
-
-
-#: Form A's result file puts ``'`` before cells that start like a formula (PRODUCT.md).
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _unescaped(cell: str) -> str:
-    """A result file's cell as it was uploaded (a run that resumes knows only the file)."""
-    if cell.startswith("'") and cell[1:].startswith(_FORMULA_STARTS):
-        return cell[1:]
-    return cell
-
-
-_FILE_FIELDS = (
-    "status",
-    "score",
-    "reason",
-    "is_deliverable",
-    "is_disposable",
-    "is_catchall",
-    "is_role",
-    "is_free",
-    "smtp_check",
-)

@@ -16,15 +16,13 @@ DNS answer that changes after the check cannot send it elsewhere.
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import ipaddress
 import json
 import logging
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,6 +30,7 @@ import httpx
 
 from listhygiene.service.store import Store
 from listhygiene.service.store import webhooks as webhook_store
+from listhygiene.signatures import form_b_payload_signature, sign
 
 __all__ = [
     "DEFAULT_SCHEDULE",
@@ -53,25 +52,6 @@ USER_AGENT = "ListHygiene-Webhook/1.0"
 #: Seconds to wait after each failed attempt: 7 tries over about 4.4 hours.
 DEFAULT_SCHEDULE: tuple[float, ...] = (30, 120, 300, 900, 3600, 10800)
 TIMEOUT = 10.0
-
-
-def sign(body: bytes, secret: str) -> str:
-    """``sha256=`` + lowercase hex HMAC-SHA256 of ``body`` keyed with ``secret``."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def _canonical(payload: Mapping[str, Any]) -> bytes:
-    return json.dumps(
-        {k: v for k, v in payload.items() if k != "signature"},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    ).encode()
-
-
-def form_b_payload_signature(payload: Mapping[str, Any], secret: str) -> str:
-    """The ``signature`` field of a form B payload (computed without that field)."""
-    return sign(_canonical(payload), secret)
 
 
 # -- the SSRF guard ----------------------------------------------------------------------------

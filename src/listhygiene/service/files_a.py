@@ -29,6 +29,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from listhygiene.errors import FormABadRequest, FormAInsufficientCredits, FormANotFound
+from listhygiene.result_file import RESULT_COLUMNS, escape_formula
 from listhygiene.results import VerificationResult
 from listhygiene.service.auth import form_a_key
 from listhygiene.service.form_a import iso, success
@@ -46,23 +47,8 @@ from listhygiene.service.store.jobs import (
 from listhygiene.service.upload import parse_file, receive_file
 from listhygiene.statuses import Facts
 
-__all__ = ["RESULT_COLUMNS", "csv_cell", "install", "job_view"]
+__all__ = ["csv_cell", "install", "job_view"]
 
-#: The result file's columns after the row's own (PRODUCT.md).
-RESULT_COLUMNS = (
-    "status",
-    "score",
-    "reason",
-    "is_deliverable",
-    "is_disposable",
-    "is_catchall",
-    "is_role",
-    "is_free",
-    "smtp_check",
-)
-#: A cell starting with one of these is a formula to a spreadsheet: it gets a leading ``'``.
-#: PRODUCT.md names the first four; tab and carriage return are OWASP's other two.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _ROWS_PER_CHUNK = 2_000
 
 
@@ -106,8 +92,7 @@ def csv_cell(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    text = str(value)
-    return "'" + text if text.startswith(_FORMULA_STARTS) else text
+    return escape_formula(str(value))
 
 
 def _result_cells(result: VerificationResult) -> list[Any]:
