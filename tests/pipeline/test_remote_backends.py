@@ -246,9 +246,7 @@ def test_cli_killed_after_submission_resumes_the_remote_job(
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["rows"]["by_status"]["valid"] == 40
     assert store.credits(row.id).consumed == 40
-    with store.transaction() as conn:
-        total = conn.execute(select(func.count()).select_from(Job)).scalar_one()
-    assert total >= 1
+    assert summary["addresses"]["resumed"] is True
 
 
 def test_cli_errors_of_a_remote_backend(service: Any, contacts: Path, tmp_path: Path) -> None:
