@@ -1,14 +1,27 @@
-"""``listhygiene clean``: verify an address table, write one Parquet file per status."""
+"""``listhygiene clean``: verify an address table, write one Parquet file per status.
 
+Exit codes (PRODUCT.md, docs/pipeline.md): 0 success, 1 any other failure, 2 a usage error, 3 the
+input cannot be read or has no email column, 4 the backend refuses (authentication, credits, an
+unreachable service), 5 a data-quality check failed, 6 most domains could not be reached on
+port 25.
+"""
+
+import json
 import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from listhygiene.cli.options import build_settings, engine_options
+
+EXIT_FAILURE = 1
+EXIT_INPUT = 3
+EXIT_BACKEND = 4
+EXIT_QUALITY = 5
+EXIT_UNREACHABLE = 6
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
 
@@ -92,6 +105,19 @@ class _Progress:
     "--warn-only", is_flag=True, help="Publish the outputs even when a data-quality check fails."
 )
 @click.option(
+    "--accept-unreachable",
+    is_flag=True,
+    help="Publish the outputs even when most domains could not be reached on port 25 "
+    "(otherwise the run exits 6 and publishes nothing).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the run's summary as one JSON object on stdout (on failure: an object with "
+    "an 'error' member); logs and progress stay on stderr.",
+)
+@click.option(
     "--retry-unknown-after",
     metavar="DURATION",
     help="Verify again, after DURATION (e.g. 15m), addresses that ended unknown for "
@@ -112,6 +138,8 @@ def clean(
     webhook_events: str | None,
     no_smtp: bool,
     warn_only: bool,
+    accept_unreachable: bool,
+    as_json: bool,
     retry_unknown_after: str | None,
     engine_settings: dict[str, Any],
 ) -> None:
@@ -130,14 +158,10 @@ def clean(
         LISTHYGIENE_API_KEY=lh_... listhygiene clean contacts.csv --out cleaned/ \\
             --backend form-b --base-url https://verify.example.com/b/v1
     """
-    from listhygiene.clients import ClientError
-    from listhygiene.errors import ServiceError
-    from listhygiene.pipeline.outputs import OutputError
-    from listhygiene.pipeline.run import PipelineError
     from listhygiene.pipeline.run import clean as run_clean
-    from listhygiene.pipeline.sources import SourceError
 
     settings = build_settings(engine_settings)
+    retry_after = parse_duration(retry_unknown_after) if retry_unknown_after else None
     chosen: Any = backend
     if backend != "local":
         chosen = remote_backend(backend, base_url, api_key_env, api_key_header, webhook_events)
@@ -154,25 +178,23 @@ def clean(
             check_smtp=False if no_smtp else None,
             settings=settings,
             quality="warn" if warn_only else "fail",
-            retry_unknown_after=parse_duration(retry_unknown_after)
-            if retry_unknown_after
-            else None,
+            retry_unknown_after=retry_after,
+            accept_unreachable=accept_unreachable,
             progress=progress,
         )
-    except (SourceError, OutputError, PipelineError) as exc:
+    except Exception as exc:
         progress.close()
-        raise click.ClickException(str(exc)) from None
-    except (ServiceError, ClientError) as exc:
-        progress.close()
-        raise click.ClickException(f"the {backend} service at {base_url}: {exc}") from None
+        _fail(exc, backend=backend, base_url=base_url, as_json=as_json)
     progress.close()
     summary = result.summary
-    counts = "  ".join(f"{s} {n:,}" for s, n in summary["rows"]["by_status"].items())
-    click.echo(f"{summary['rows']['total']:,} rows -> {out}")
-    click.echo(f"  {counts}")
-    click.echo(f"  report: {Path(result.report) if '://' not in out else result.report}")
-    quality = summary["quality"]
-    if not quality["passed"]:
+    if as_json:
+        click.echo(json.dumps(summary, ensure_ascii=False))
+    else:
+        counts = "  ".join(f"{s} {n:,}" for s, n in summary["rows"]["by_status"].items())
+        click.echo(f"{summary['rows']['total']:,} rows -> {out}")
+        click.echo(f"  {counts}")
+        click.echo(f"  report: {Path(result.report) if '://' not in out else result.report}")
+    if not summary["quality"]["passed"]:
         click.secho(
             "WARNING: data-quality checks failed (published because of --warn-only)",
             fg="yellow",
@@ -180,7 +202,53 @@ def clean(
         )
     problem = (summary.get("health") or {}).get("problem")
     if problem:
-        click.secho(f"WARNING: {problem}", fg="red", bold=True, err=True)
+        click.secho(
+            f"WARNING: {problem} (published because of --accept-unreachable)",
+            fg="red",
+            bold=True,
+            err=True,
+        )
+
+
+def _fail(exc: Exception, *, backend: str, base_url: str | None, as_json: bool) -> NoReturn:
+    """One line on stderr (and with --json one object on stdout), then the documented exit
+    code; an exception the pipeline does not name is re-raised (a bug: keep its traceback)."""
+    from listhygiene.clients import ClientError
+    from listhygiene.errors import ServiceError
+    from listhygiene.pipeline.outputs import OutputError
+    from listhygiene.pipeline.run import (
+        BackendError,
+        PipelineError,
+        QualityError,
+        UnreachableError,
+    )
+    from listhygiene.pipeline.sources import SourceError
+
+    message = str(exc)
+    extra: dict[str, Any] = {}
+    if isinstance(exc, SourceError):
+        code, kind = EXIT_INPUT, "input"
+    elif isinstance(exc, (ServiceError, ClientError)):
+        code, kind = EXIT_BACKEND, "backend"
+        message = f"the {backend} service at {base_url}: {exc}"
+    elif isinstance(exc, BackendError):
+        code, kind = EXIT_BACKEND, "backend"
+    elif isinstance(exc, QualityError):
+        code, kind = EXIT_QUALITY, "quality"
+        extra["quality"] = dict(exc.quality)
+    elif isinstance(exc, UnreachableError):
+        code, kind = EXIT_UNREACHABLE, "unreachable"
+        message += "; rerun with --accept-unreachable to publish them"
+        extra["health"] = dict(exc.health)
+    elif isinstance(exc, (PipelineError, OutputError)):
+        code, kind = EXIT_FAILURE, "output" if isinstance(exc, OutputError) else "run"
+    else:
+        raise exc
+    if as_json:
+        error = {"exit_code": code, "kind": kind, "message": message, **extra}
+        click.echo(json.dumps({"error": error}, ensure_ascii=False, default=str))
+    click.secho(f"Error: {message}", fg="red", err=True)
+    sys.exit(code)
 
 
 def remote_backend(

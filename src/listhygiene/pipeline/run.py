@@ -47,9 +47,11 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "STATUSES",
+    "BackendError",
     "CleanResult",
     "PipelineError",
     "QualityError",
+    "UnreachableError",
     "aclean",
     "asubmit",
     "clean",
@@ -63,7 +65,21 @@ Progress = Callable[[str, int, int], None]
 
 
 class PipelineError(RuntimeError):
-    """The run could not complete; the message says why and names the input or output."""
+    """The run could not complete; the message says why and names the input or output.
+
+    The pipeline's errors, with the exit code of ``listhygiene clean`` (docs/pipeline.md)::
+
+        SourceError (pipeline.sources)    3  the input cannot be read, or has no email column
+        PipelineError                     1  anything else that stops a run
+        ├── BackendError                  4  the backend refused: credits, a failed job
+        ├── QualityError                  5  a data-quality check failed
+        └── UnreachableError              6  most domains could not be reached on port 25
+    """
+
+
+class BackendError(PipelineError):
+    """The backend refused the run (not enough credits) or failed a job; nothing more is spent,
+    and a rerun with the same output folder resumes."""
 
 
 class QualityError(PipelineError):
@@ -72,6 +88,19 @@ class QualityError(PipelineError):
     def __init__(self, message: str, quality: Mapping[str, Any]) -> None:
         super().__init__(message)
         self.quality = quality
+
+
+class UnreachableError(PipelineError):
+    """Most domains could not be reached on the SMTP port (or refused this machine by policy),
+    so most results are unknown because of where the run ran, not because of the addresses.
+
+    Nothing is published; the results stay in the work folder, so a rerun with
+    ``accept_unreachable=True`` publishes them without probing again.
+    """
+
+    def __init__(self, message: str, health: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.health = health
 
 
 @dataclasses.dataclass
@@ -148,6 +177,7 @@ async def aclean(
     settings: EngineSettings | None = None,
     quality: str = "fail",
     retry_unknown_after: float | None = None,
+    accept_unreachable: bool = False,
     progress: Progress | None = None,
     **engine_overrides: Any,
 ) -> CleanResult:
@@ -159,6 +189,9 @@ async def aclean(
     ``quality="warn"`` publishes the outputs even when a data-quality check fails (the summary
     says so); ``retry_unknown_after`` (seconds) verifies again, after that delay, the addresses
     that ended unknown for a temporary reason (greylisting, rate limits, time-outs).
+
+    When most domains cannot be reached on port 25 (the run's health problem) the run raises
+    :class:`UnreachableError` and publishes nothing, unless ``accept_unreachable`` is true.
     """
     if quality not in ("fail", "warn"):
         raise ValueError("quality must be 'fail' or 'warn'")
@@ -179,6 +212,7 @@ async def aclean(
             "settings": settings,
             "quality": quality,
             "retry_unknown_after": retry_unknown_after,
+            "accept_unreachable": accept_unreachable,
             "progress": progress,
             **engine_overrides,
         },
@@ -219,6 +253,7 @@ def _make_run(source: Any, out: str | os.PathLike[str], options: dict[str, Any])
         "settings",
         "quality",
         "retry_unknown_after",
+        "accept_unreachable",
         "progress",
     }
     engine_overrides = {k: v for k, v in options.items() if k not in known}
@@ -235,6 +270,7 @@ def _make_run(source: Any, out: str | os.PathLike[str], options: dict[str, Any])
         engine_overrides=engine_overrides,
         quality_mode=options.get("quality", "fail"),
         retry_unknown_after=options.get("retry_unknown_after"),
+        accept_unreachable=bool(options.get("accept_unreachable", False)),
         progress=options.get("progress") or (lambda phase, done, total: None),
     )
 
@@ -253,6 +289,7 @@ class _Run:
     engine_overrides: dict[str, Any]
     quality_mode: str
     retry_unknown_after: float | None
+    accept_unreachable: bool
     progress: Progress
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     counters: Counter[str] = dataclasses.field(default_factory=Counter)
@@ -316,7 +353,9 @@ class _Run:
                 await self._verify(backend, work, distinct)
                 if self.retry_unknown_after is not None:
                     await self._second_pass(backend, work)
-            work.set_stage("writing")
+            health = _run_health(work.manifest.get("health"), backend.health)
+            work.set_stage("writing", health=health)
+            self._check_health(health)
             results = work.results()
             with _timed(self.timings, "write"):
                 written = self._write(folder, work, results, distinct)
@@ -334,6 +373,7 @@ class _Run:
                 started_at,
                 started,
                 resumed,
+                health,
             )
             self._publish(folder, summary, report)
         except BaseException:
@@ -446,7 +486,7 @@ class _Run:
             try:
                 await backend.ensure_credits(len(missing))
             except InsufficientCredits as exc:
-                raise PipelineError(str(exc)) from None
+                raise BackendError(str(exc)) from None
         size = backend.max_job_size or max(1, len(missing))
         jobs = []
         for start in range(0, len(missing), size):
@@ -467,7 +507,7 @@ class _Run:
                 )
         except JobFailed as exc:
             work.finish_job(job)  # a rerun submits what it lacked, instead of waiting on it again
-            raise PipelineError(f"{exc}; run again to verify its addresses anew") from None
+            raise BackendError(f"{exc}; run again to verify its addresses anew") from None
 
     async def _second_pass(self, backend: Backend, work: WorkDir) -> None:
         import pyarrow as pa
@@ -636,6 +676,7 @@ class _Run:
         started_at: datetime,
         started: float,
         resumed: bool,
+        health: Mapping[str, Any],
     ) -> dict[str, Any]:
         by_status = {s: sum(len(a) for a in written["rows"][s]) for s in STATUSES}
         per_domain: dict[str, Counter[str]] = {}
@@ -683,9 +724,21 @@ class _Run:
                 "finished_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
                 "seconds": {k: round(v, 3) for k, v in self.timings.items()},
             },
-            "health": dict(backend.health or {}),
+            "health": {**health, "accepted": bool(health.get("problem"))},
             "quality": {**report.as_dict(), "mode": self.quality_mode},
         }
+
+    def _check_health(self, health: Mapping[str, Any]) -> None:
+        """Refuse to publish a run that could not verify because of where it ran."""
+        problem = health.get("problem")
+        if problem and not self.accept_unreachable:
+            raise UnreachableError(
+                f"{problem}; nothing was published (the results are kept: accept them to "
+                "publish without probing again)",
+                health,
+            )
+        if problem:
+            log.warning("publishing although %s", problem)
 
     def _publish(self, folder: OutputFolder, summary: dict[str, Any], report: Any) -> None:
         import json
@@ -717,6 +770,26 @@ class _timed:
         self.timings[self.name] = self.timings.get(self.name, 0.0) + (
             time.perf_counter() - self.started
         )
+
+
+def _run_health(
+    stored: Mapping[str, Any] | None, current: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The health of the whole run: what earlier attempts of a resumed run measured, plus this
+    attempt's (a resumed run that probes nothing must not forget that the first one could not
+    reach port 25)."""
+    from listhygiene.engine.health import RunHealth
+
+    counts = ("domains_probed", "domains_reached", "domains_unreachable", "domains_blocked")
+    if not stored and not current:
+        return {}
+    health = RunHealth(
+        **{
+            name: int((stored or {}).get(name, 0)) + int((current or {}).get(name, 0))
+            for name in counts
+        }
+    )
+    return health.as_dict()
 
 
 def _absolute(out: str | os.PathLike[str]) -> str:
