@@ -95,9 +95,20 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         yield opened
 
 
+#: What the service's webhook resolver answers here (no public name resolves on this machine).
+NAMES = {"hooks.example.com": "93.184.215.14", "inside.example.com": "10.20.30.40"}
+
+
+async def resolve(host: str, port: int) -> list[str]:
+    if host not in NAMES:
+        raise OSError(f"unknown host {host}")
+    return [NAMES[host]]
+
+
 @pytest.fixture(scope="module")
 def base_url(sandbox: Sandbox, store: Store) -> Iterator[str]:
-    with LiveServer(create_app(store, engine_for(sandbox))) as url:
+    app = create_app(store, engine_for(sandbox), webhook_resolver=resolve)
+    with LiveServer(app) as url:
         yield url
 
 
@@ -394,6 +405,35 @@ def test_webhook_url_is_stored(client: httpx.Client, store: Store) -> None:
     assert job.webhook_url == url
     assert job.check_smtp is False
     wait_done(client, key, job.id)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://127.0.0.1/hook",
+        "https://169.254.169.254/latest/meta-data/",
+        "https://[::1]/hook",
+        "https://[::ffff:169.254.169.254]/",
+        "https://[2002:a9fe:a9fe::]/",  # 6to4 of the metadata address
+        "https://[64:ff9b::a9fe:a9fe]/",  # NAT64 of it
+        "https://inside.example.com/hook",  # a name that resolves to a private address
+        "https://nowhere.example.com/hook",  # a name that does not resolve
+        "https://hooks.example.com:70000/hook",
+        "http://hooks.example.com/hook",
+        "file:///etc/passwd",
+        "gopher://hooks.example.com/_hello",
+        "https://hooks.example.com/" + "x" * 2048,
+    ],
+)
+def test_webhook_url_is_checked_at_submission(client: httpx.Client, store: Store, url: str) -> None:
+    """The rule of registered webhooks (PRODUCT.md) at submission: the client hears of it."""
+    key = new_key(store, credits=5)
+    response = client.post(
+        "/b/v1/verify/bulk", headers=b(key), json={"emails": [VALID], "webhook_url": url}
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "INVALID_REQUEST"
+    assert store.credits(key_id(store, key)).balance == 5  # nothing reserved, no job
 
 
 # -- failure --------------------------------------------------------------------------------------

@@ -25,7 +25,14 @@ from cryptography.x509.oid import NameOID
 
 from listhygiene.engine import Engine, EngineSettings
 from listhygiene.service.app import create_app
-from listhygiene.service.delivery import Outbox, form_b_payload_signature, notify, sign
+from listhygiene.service.delivery import (
+    Outbox,
+    UnsafeURL,
+    check_url,
+    form_b_payload_signature,
+    notify,
+    sign,
+)
 from listhygiene.service.store import Store
 from listhygiene.service.store import webhooks as webhook_store
 from tests.service.live import LiveServer, a, b
@@ -371,6 +378,30 @@ def test_private_urls_refused_without_the_flag(tmp_path: Path) -> None:
                     400,
                     "INVALID_REQUEST",
                 )
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("https://[::ffff:169.254.169.254]/", "private"),  # IPv4-mapped
+        ("https://[2002:a9fe:a9fe::]/", "private"),  # 6to4
+        ("https://[2002:0a00:0001::1]/", "private"),  # 6to4 of 10.0.0.1
+        ("https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", "private"),  # Teredo, client 192.0.2.45
+        ("https://[64:ff9b::a9fe:a9fe]/", "private"),  # NAT64, well-known prefix
+        ("https://[64:ff9b:1::a9fe:a9fe]/", "private"),  # NAT64, local-use prefix
+        ("https://[::a9fe:a9fe]/", "private"),  # IPv4-compatible (deprecated)
+        ("https://93.184.215.14:70000/", "port"),
+        ("https://93.184.215.14:0/", "port"),
+    ],
+)
+def test_the_guard_unpacks_embedded_ipv4_and_checks_ports(url: str, why: str) -> None:
+    with pytest.raises(UnsafeURL, match=why):
+        asyncio.run(check_url(url))
+
+
+def test_the_guard_lets_public_addresses_through() -> None:
+    for url in ("https://93.184.215.14/hook", "https://[2606:4700::1111]:8443/hook"):
+        assert asyncio.run(check_url(url)) is None  # a literal: connected to as it is
 
 
 # -- delivery ----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -34,6 +34,9 @@ from listhygiene.errors import (
 from listhygiene.results import VerificationResult
 from listhygiene.service import FORM_A_ROOT, FORM_B_ROOT
 from listhygiene.service.store import Store
+
+if TYPE_CHECKING:
+    from listhygiene.service.delivery import Resolver
 
 __all__ = ["create_app", "error_response", "form_app", "read_body", "verify_charged"]
 
@@ -151,12 +154,14 @@ def create_app(
     *,
     allow_http_webhooks: bool = False,
     allow_private_webhooks: bool = False,
+    webhook_resolver: "Resolver | None" = None,
     worker_options: dict[str, Any] | None = None,
 ) -> FastAPI:
     """The service: form A at ``/a/v1``, form B at ``/b/v1``.
 
     ``worker_options`` go to the job worker (:class:`~listhygiene.service.worker.JobWorker`:
-    ``slots``, ``stale_after``, ``poll_seconds`` ...).
+    ``slots``, ``stale_after``, ``poll_seconds`` ...). ``webhook_resolver`` resolves the
+    names of webhook URLs (the system's resolver by default; the tests' way to a public name).
     """
     from listhygiene.service import files_a, form_a, form_b, jobs_b, openapi_a, webhooks
     from listhygiene.service.worker import JobWorker
@@ -175,6 +180,7 @@ def create_app(
         sub.state.worker = worker
         sub.state.allow_http_webhooks = allow_http_webhooks
         sub.state.allow_private_webhooks = allow_private_webhooks
+        sub.state.webhook_resolver = webhook_resolver
     # Each part adds its routes to the form apps and its background services (a job worker, the
     # webhook outbox) to ``root.state.services``, started and stopped with the server.
     for part in (files_a, jobs_b, webhooks, openapi_a):

@@ -61,9 +61,38 @@ class UnsafeURL(ValueError):
     """A webhook URL the service refuses to call."""
 
 
+#: IPv6 prefixes that carry an IPv4 address in their last 32 bits: NAT64's well-known and
+#: local-use prefixes (RFC 6052, RFC 8215) and the deprecated IPv4-compatible form (RFC 4291).
+_IPV4_SUFFIX_NETWORKS = (
+    ipaddress.IPv6Network("64:ff9b::/96"),
+    ipaddress.IPv6Network("64:ff9b:1::/48"),
+    ipaddress.IPv6Network("::/96"),
+)
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """Every IPv4 address an IPv6 address leads to: mapped, 6to4, Teredo (server and client),
+    NAT64 and IPv4-compatible. A guard that looks only at the IPv6 address lets
+    ``[2002:a9fe:a9fe::]`` (6to4 of the metadata address) through, since Python calls it global."""
+    found: list[ipaddress.IPv4Address] = []
+    if address.ipv4_mapped is not None:
+        found.append(address.ipv4_mapped)
+    if address.sixtofour is not None:
+        found.append(address.sixtofour)
+    if address.teredo is not None:
+        found.extend(address.teredo)
+    if any(address in network for network in _IPV4_SUFFIX_NETWORKS):
+        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return found
+
+
 def _forbidden(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """Private, loopback, link-local, reserved, multicast or otherwise not global, itself or
+    through an IPv4 address it embeds."""
+    if isinstance(address, ipaddress.IPv6Address) and any(
+        _forbidden(inner) for inner in _embedded_ipv4(address)
+    ):
+        return True
     return (
         address.is_private
         or address.is_loopback
@@ -111,6 +140,8 @@ async def check_url(
         raise UnsafeURL("the URL has no host")
     if parsed.userinfo:
         raise UnsafeURL("the URL must not carry credentials")
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        raise UnsafeURL(f"the URL's port {parsed.port} is not a TCP port (1-65535)")
     if allow_private:
         return None
     try:

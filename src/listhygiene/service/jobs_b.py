@@ -35,6 +35,7 @@ from listhygiene.service.store.jobs import (
     get_job,
     results_page,
 )
+from listhygiene.service.webhooks import MAX_URL_LENGTH, guard_url
 
 __all__ = ["MAX_BULK_EMAILS", "install", "job_view"]
 
@@ -46,7 +47,7 @@ class BulkRequest(BaseModel):
 
     emails: Annotated[list[StrictStr], Field(min_length=1, max_length=MAX_BULK_EMAILS)]
     smtp_check: StrictBool = True
-    webhook_url: StrictStr | None = None
+    webhook_url: Annotated[StrictStr, Field(max_length=MAX_URL_LENGTH)] | None = None
 
 
 def job_view(job: StoredJob, *, submission: bool = False) -> dict[str, Any]:
@@ -91,6 +92,8 @@ def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
         request: Request, key: Annotated[FormBKey, Depends(form_b_key)]
     ) -> dict[str, Any]:
         body = await read_body(request, BulkRequest, FormBInvalidRequest)
+        if body.webhook_url is not None:
+            await guard_url(request, body.webhook_url, FormBInvalidRequest)
         try:
             job = await run_in_threadpool(
                 create_bulk_job,

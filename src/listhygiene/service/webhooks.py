@@ -15,7 +15,13 @@ from fastapi import Depends, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from starlette.concurrency import run_in_threadpool
 
-from listhygiene.errors import FormABadRequest, FormANotFound, FormBInvalidRequest, FormBNotFound
+from listhygiene.errors import (
+    FormABadRequest,
+    FormANotFound,
+    FormBInvalidRequest,
+    FormBNotFound,
+    ServiceError,
+)
 from listhygiene.service.app import read_body
 from listhygiene.service.auth import FormBKey, form_a_key, form_b_key
 from listhygiene.service.delivery import Outbox, UnsafeURL, check_url
@@ -29,13 +35,13 @@ EVENTS: dict[str, tuple[str, ...]] = {
     "a": ("file.completed", "file.failed"),
     "b": ("verification.completed", "bulk.completed", "bulk.failed", "credits.low"),
 }
-_MAX_URL = 2048
+MAX_URL_LENGTH = 2048
 
 
 class CreateA(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    url: Annotated[StrictStr, Field(min_length=1, max_length=_MAX_URL)]
+    url: Annotated[StrictStr, Field(min_length=1, max_length=MAX_URL_LENGTH)]
     events: Annotated[list[StrictStr], Field(min_length=1, max_length=20)]
 
 
@@ -49,16 +55,24 @@ async def _validate(request: Request, form: str, url: str, events: list[str]) ->
     unknown = [e for e in events if e not in EVENTS[form]]
     if unknown:
         raise bad(details=f"unknown events {', '.join(unknown)}; known: {', '.join(EVENTS[form])}")
+    await guard_url(request, url, bad)
+    return list(dict.fromkeys(events))
+
+
+async def guard_url(request: Request, url: str, bad: type[ServiceError]) -> None:
+    """The rule for every URL the service will call (a registered webhook, a bulk submission's
+    ``webhook_url``): raises the form's 400 ``bad`` unless :func:`check_url` accepts it. The
+    outbox checks again before each attempt and connects to the address it checked."""
     state = request.app.state
     try:
         await check_url(
             url,
             allow_http=getattr(state, "allow_http_webhooks", False),
             allow_private=getattr(state, "allow_private_webhooks", False),
+            resolve=getattr(state, "webhook_resolver", None),
         )
     except UnsafeURL as exc:
-        raise bad(details=str(exc)) from None
-    return list(dict.fromkeys(events))
+        raise bad(details=f"webhook URL refused: {exc}") from None
 
 
 def _shape_a(hook: webhook_store.WebhookRow, *, with_secret: bool = False) -> dict[str, Any]:
@@ -161,6 +175,7 @@ def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
         root.state.store,
         allow_http=root.state.allow_http_webhooks,
         allow_private=root.state.allow_private_webhooks,
+        resolve=root.state.webhook_resolver,
     )
     root.state.webhook_outbox = outbox
     root.state.services.append(outbox)
