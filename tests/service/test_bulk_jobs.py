@@ -2,6 +2,7 @@
 the job worker against the store: a killed worker's job resumed by another."""
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -9,6 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from listhygiene.engine import Engine
@@ -282,9 +285,24 @@ def test_results_paging(client: httpx.Client, done_job: Any) -> None:
     assert client.get(url, headers=b(key), params={"limit": 1000}).status_code == 200
 
 
+@pytest.mark.parametrize("offset", [2**31, 2**63 - 1, 2**63, 2**64 + 1, 10**30, 10**400])
+def test_a_huge_offset_is_an_empty_page(client: httpx.Client, done_job: Any, offset: int) -> None:
+    key, submitted, _ = done_job
+    url = f"/b/v1/verify/bulk/{submitted['job_id']}/results"
+    response = client.get(url, headers=b(key), params={"offset": str(offset)})
+    assert response.status_code == 200, response.text
+    page = response.json()
+    assert (page["results"], page["total"], page["offset"]) == ([], len(MIXED), offset)
+
+
 @pytest.mark.parametrize(
     "params",
     [
+        {"offset": "1e30"},
+        {"offset": "1.5"},
+        {"offset": "-9223372036854775809"},
+        {"limit": "1e3"},
+        {"limit": 2**63},
         {"limit": 0},
         {"limit": 1001},
         {"limit": "ten"},
@@ -298,6 +316,49 @@ def test_results_bad_parameters(client: httpx.Client, done_job: Any, params: Any
     key, submitted, _ = done_job
     url = f"/b/v1/verify/bulk/{submitted['job_id']}/results"
     assert_b_error(client.get(url, headers=b(key), params=params), 400, "INVALID_REQUEST")
+
+
+_NUMBER = st.one_of(
+    st.integers(),
+    st.integers(min_value=2**62, max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(alphabet="0123456789eE+-.x ", max_size=30),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(limit=_NUMBER, offset=_NUMBER)
+def test_any_paging_number_is_a_page_or_a_400(
+    client: httpx.Client, done_job: Any, limit: Any, offset: Any
+) -> None:
+    """Property: whatever numbers a client sends, the answer is a page or form B's 400."""
+    key, submitted, _ = done_job
+    url = f"/b/v1/verify/bulk/{submitted['job_id']}/results"
+    response = client.get(url, headers=b(key), params={"limit": str(limit), "offset": str(offset)})
+    assert response.status_code in (200, 400), response.text
+    if response.status_code == 400:
+        assert response.json()["error"]["code"] == "INVALID_REQUEST"
+    else:
+        assert response.json()["total"] == len(MIXED)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(timeout=st.one_of(st.integers(), st.floats(), st.booleans(), st.none()))
+def test_any_verify_timeout_is_a_result_or_a_400(
+    client: httpx.Client, store: Store, timeout: Any
+) -> None:
+    key = new_key(store, 10)
+    body = json.dumps({"email": VALID, "smtp_check": False, "timeout": timeout})
+    response = client.post(
+        "/b/v1/verify", headers={**b(key), "Content-Type": "application/json"}, content=body
+    )
+    assert response.status_code in (200, 400, 504), response.text
+    if response.status_code == 400:
+        assert response.json()["error"]["code"] == "INVALID_REQUEST"
 
 
 def test_unknown_and_foreign_jobs(client: httpx.Client, store: Store, done_job: Any) -> None:

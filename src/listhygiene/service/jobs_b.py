@@ -130,8 +130,15 @@ def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
         job = await own_job(request, key, job_id)
         if job.status != "completed":
             raise FormBInvalidRequest(details=f"Job {job_id} is {job.status}, not completed")
+        # A job holds at most MAX_BULK_EMAILS rows: any offset past that is the documented empty
+        # page, and the database never sees a number it cannot hold (SQLite: 64 bits).
         total, items = await run_in_threadpool(
-            results_page, request.app.state.store, job.id, status, limit, offset
+            results_page,
+            request.app.state.store,
+            job.id,
+            status,
+            limit,
+            min(offset, MAX_BULK_EMAILS),
         )
         return {
             "job_id": job.id,
