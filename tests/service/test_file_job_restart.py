@@ -1,6 +1,10 @@
 """A ``listhygiene serve`` process killed (SIGKILL) in the middle of a form A file job, and a new
-one started on the same database: the job resumes and completes with every row, no saved
-address probed again, and every address charged once."""
+one started on the same database (SQLite and PostgreSQL): the job resumes and completes with
+every row, no saved address probed again, and every address charged once.
+
+:class:`Server` is shared by the other fault tests (``test_faults*.py``, ``test_two_processes.py``;
+docs/service.md, Faults).
+"""
 
 import csv
 import io
@@ -9,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,26 +49,52 @@ def slow_world() -> Iterator[Sandbox]:
         yield running
 
 
-class Server:
-    """One ``listhygiene serve`` process."""
+@pytest.fixture(params=["sqlite", "postgresql"])
+def fresh_db(
+    request: pytest.FixtureRequest, tmp_path: Path, new_pg_database: Callable[[], str]
+) -> str:
+    """An empty database of each backend, for one test's servers."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'restart.db'}"
+    return new_pg_database()
 
-    def __init__(self, db: str, sandbox: Sandbox) -> None:
+
+class Server:
+    """One ``listhygiene serve`` process on ``db``, its engine on ``sandbox``; stderr goes to
+    ``log`` (a file, so that a chatty server never blocks on a full pipe)."""
+
+    def __init__(
+        self,
+        db: str,
+        sandbox: Sandbox,
+        *,
+        args: Sequence[str] = ("--stale-after", "1", "--concurrency", "2"),
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
+    ) -> None:
         self.port = free_port()
-        env = {
+        environment = {
             **os.environ,
             **sandbox.engine_environment(),
             "LISTHYGIENE_HELO": "verifier.test",
             "LISTHYGIENE_SMTP_TIMEOUT": "5",
+            **(env or {}),
         }
         command = [
             *(sys.executable, "-m", "listhygiene.cli", "serve"),
-            *("--db", db, "--port", str(self.port)),
-            *("--stale-after", "1", "--concurrency", "2"),
+            *("--db", db, "--port", str(self.port), *args),
         ]
-        self.process = subprocess.Popen(
-            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
-        self.base = f"http://127.0.0.1:{self.port}/a/v1"
+        self.log = log
+        stderr: Any = open(log, "a") if log is not None else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            self.process = subprocess.Popen(
+                command, env=environment, stdout=subprocess.DEVNULL, stderr=stderr
+            )
+        finally:
+            if log is not None:
+                stderr.close()
+        self.root = f"http://127.0.0.1:{self.port}"
+        self.base = f"{self.root}/a/v1"
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -73,8 +103,11 @@ class Server:
             except httpx.TransportError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"server did not start: {self.process.stderr}") from None
+                    raise RuntimeError(f"server did not start: {self.stderr()}") from None
                 time.sleep(0.1)
+
+    def stderr(self) -> str:
+        return self.log.read_text() if self.log is not None and self.log.exists() else ""
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
@@ -99,8 +132,9 @@ def saved(db: str) -> set[str]:
         return set(conn.execute(select(JobResult.address)).scalars())
 
 
-def test_killed_server_resumes_the_file_job(slow_world: Sandbox, tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'restart.db'}"
+@pytest.mark.timeout(180)
+def test_killed_server_resumes_the_file_job(slow_world: Sandbox, fresh_db: str) -> None:
+    db = fresh_db
     with Store(db) as store:
         key, _ = store.create_key("restart", 100)
     rows = [["id", "email"]] + [[str(i), e] for i, e in enumerate(ADDRESSES + ADDRESSES[:3])]
