@@ -7,7 +7,7 @@ import pytest
 
 from listhygiene.engine import Engine, EngineSettings
 from listhygiene.engine.bulk import verify_column_without_smtp
-from listhygiene.engine.syntax import parse_address, parse_addresses
+from listhygiene.engine.syntax import parse_address, parse_addresses, within_limits
 from listhygiene.sandbox import Sandbox
 
 
@@ -106,6 +106,8 @@ def test_scalar_shortcut_agrees_with_email_validator() -> None:
             )
         except EmailNotValidError:
             valid = None
+        if valid is not None and not within_limits(valid.local_part, valid.ascii_domain):
+            valid = None  # RFC 5321's 64-octet local part, which email-validator leaves to strict
         assert (address is None) == (valid is None), value
         if valid is not None and address is not None:
             assert address.email == valid.normalized

@@ -12,7 +12,7 @@ from email_validator import EmailNotValidError, validate_email
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["Address", "parse_address", "parse_addresses"]
+__all__ = ["Address", "parse_address", "parse_addresses", "within_limits"]
 
 # The plain ASCII addresses that email-validator certainly accepts, unchanged but for the domain's
 # case: a dot-atom local part of at most 64 characters, LDH labels of at most 63 characters, a
@@ -29,6 +29,13 @@ _SPECIAL_TLDS = ("arpa", "invalid", "local", "localhost", "onion")
 
 #: Longer inputs are not addresses (RFC 5321: 254 octets for a path); refuse before parsing.
 _MAX_INPUT = 1024
+#: RFC 5321 section 4.5.3.1, in octets as sent: a local part of 64, a domain of 255 less the two
+#: octets of DNS's root label (253), a path of 256 less its angle brackets (254). email-validator
+#: 2.4 checks the domain and the address but the local part only with ``strict=True``, and counts
+#: characters there, not octets: :func:`within_limits` is the one rule of both paths.
+MAX_LOCAL_OCTETS = 64
+MAX_DOMAIN_OCTETS = 253
+MAX_ADDRESS_OCTETS = 254
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +87,8 @@ def parse_address(value: object) -> Address | None:
         )
     except (EmailNotValidError, UnicodeError, ValueError):
         return None
+    if not within_limits(valid.local_part, valid.ascii_domain):
+        return None
     return Address(
         email=valid.normalized,
         local_part=valid.local_part,
@@ -89,11 +98,23 @@ def parse_address(value: object) -> Address | None:
     )
 
 
+def within_limits(local_part: str, ascii_domain: str) -> bool:
+    """RFC 5321's length limits, in UTF-8 octets, of the address as it goes into RCPT TO."""
+    local = len(local_part.encode("utf-8", "surrogatepass"))
+    domain = len(ascii_domain.encode("ascii", "replace"))
+    return (
+        local <= MAX_LOCAL_OCTETS
+        and domain <= MAX_DOMAIN_OCTETS
+        and local + 1 + domain <= MAX_ADDRESS_OCTETS
+    )
+
+
 def _is_simple(lowered: str, text: str) -> bool:
-    if len(text) > 254 or "--" in text or not _SIMPLE.match(lowered):
+    # ASCII only (the pattern), so characters are octets here
+    if len(text) > MAX_ADDRESS_OCTETS or "--" in text or not _SIMPLE.match(lowered):
         return False
     local, _, domain = lowered.rpartition("@")
-    if len(local) > 64 or len(domain) > 253:
+    if not within_limits(local, domain):
         return False
     # the local part's case is kept, so only lower-case local parts are surely unchanged
     if local != text.rpartition("@")[0]:
@@ -113,11 +134,11 @@ def parse_addresses(values: "pa.Array | pa.ChunkedArray") -> "pa.Table":
     text = pc.utf8_trim_whitespace(pc.cast(values, pa.string()))
     if isinstance(text, pa.ChunkedArray):
         text = text.combine_chunks()
-    lengths = pc.utf8_length(text)
+    lengths = pc.binary_length(text)  # the pattern admits ASCII only: octets are characters
     simple = pc.and_kleene(
         pc.match_substring_regex(text, SIMPLE_ADDRESS),
         pc.and_kleene(
-            pc.less_equal(lengths, 254),
+            pc.less_equal(lengths, MAX_ADDRESS_OCTETS),
             pc.invert(pc.match_substring(text, "--")),
         ),
     )
@@ -131,8 +152,8 @@ def parse_addresses(values: "pa.Array | pa.ChunkedArray") -> "pa.Table":
             simple,
             pc.and_(
                 pc.and_(
-                    pc.less_equal(pc.utf8_length(local), 64),
-                    pc.less_equal(pc.utf8_length(domain), 253),
+                    pc.less_equal(pc.binary_length(local), MAX_LOCAL_OCTETS),
+                    pc.less_equal(pc.binary_length(domain), MAX_DOMAIN_OCTETS),
                 ),
                 pc.invert(pc.is_in(tld, pa.array(_SPECIAL_TLDS))),
             ),
