@@ -60,8 +60,9 @@ def fresh_db(
 
 
 class Server:
-    """One ``listhygiene serve`` process on ``db``, its engine on ``sandbox``; stderr goes to
-    ``log`` (a file, so that a chatty server never blocks on a full pipe)."""
+    """One ``listhygiene serve`` process on ``db``, its engine on ``sandbox``; its output (the
+    access log on stdout, the rest on stderr) goes to ``log`` (a file, so that a chatty server
+    never blocks on a full pipe)."""
 
     def __init__(
         self,
@@ -88,7 +89,7 @@ class Server:
         stderr: Any = open(log, "a") if log is not None else subprocess.DEVNULL  # noqa: SIM115
         try:
             self.process = subprocess.Popen(
-                command, env=environment, stdout=subprocess.DEVNULL, stderr=stderr
+                command, env=environment, stdout=stderr, stderr=stderr
             )
         finally:
             if log is not None:

@@ -97,7 +97,9 @@ def serve(
     import uvicorn
     from sqlalchemy.exc import SQLAlchemyError
 
+    from listhygiene.service.access_log import log_config
     from listhygiene.service.factory import CONFIG_VARIABLE, ServeConfig, build_app
+    from listhygiene.service.guards import server_options
     from listhygiene.service.store import Store
 
     try:
@@ -116,8 +118,10 @@ def serve(
         "ssl_certfile": str(ssl_certfile) if ssl_certfile else None,
         "ssl_keyfile": str(ssl_keyfile) if ssl_keyfile else None,
     }
+    # Bounded request heads and an access log without query strings (docs/security.md).
+    options = {**tls, **server_options(), "log_config": log_config()}
     if workers == 1:
-        uvicorn.run(build_app(config), host=host, port=port, log_level="info", **tls)
+        uvicorn.run(build_app(config), host=host, port=port, log_level="info", **options)
         return
     # uvicorn's worker processes import the app by name: they read the configuration from the
     # environment they inherit.
@@ -129,5 +133,5 @@ def serve(
         host=host,
         port=port,
         log_level="info",
-        **tls,
+        **options,
     )

@@ -24,6 +24,7 @@ from listhygiene.engine import Engine
 from listhygiene.engine.syntax import parse_address
 from listhygiene.errors import (
     FormABadRequest,
+    FormAFileTooLarge,
     FormAInternalError,
     FormANotFound,
     FormBInternalError,
@@ -72,21 +73,50 @@ def _describe(exc: RequestValidationError) -> str:
 _Model = TypeVar("_Model", bound=BaseModel)
 
 
+#: Bytes a JSON body may have unless its model says otherwise (``max_body_bytes``).
+DEFAULT_BODY_BYTES = 64 * 1024
+
+
 async def read_body(request: Request, model: type[_Model], bad: type[ServiceError]) -> _Model:
     """The JSON body as ``model``; ``bad`` (the form's 400) when it is not.
 
     Routes call this after their key dependency rather than declaring the body as a parameter:
     FastAPI validates declared bodies before any dependency, so a malformed body sent without a
     key would answer 400 instead of 401, and would not count against the key's rate limit.
+
+    The body is read up to the model's ``max_body_bytes`` (the spec's limits with room to spare,
+    docs/security.md) and refused with 413 past it, whether or not a ``Content-Length`` said so.
     """
+    limit = int(getattr(model, "max_body_bytes", DEFAULT_BODY_BYTES))
+    raw = await _bounded_body(request, limit, bad)
     try:
-        return model.model_validate_json(await request.body())
+        return model.model_validate_json(raw)
     except ValidationError as exc:
         parts = []
         for err in exc.errors()[:5]:
             where = ".".join(str(p) for p in err.get("loc", ()))
             parts.append(f"{where or 'body'}: {err.get('msg', 'invalid')}")
         raise bad(details="; ".join(parts) or "Invalid request body") from None
+
+
+async def _bounded_body(request: Request, limit: int, bad: type[ServiceError]) -> bytes:
+    def too_large() -> ServiceError:
+        details = f"the request body is over {limit:,} bytes"
+        if issubclass(bad, FormABadRequest):
+            return FormAFileTooLarge("Request body too large", details=details)
+        return bad(details=details, status=413)
+
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large()
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class _CatchAll:
@@ -164,11 +194,13 @@ def create_app(
     names of webhook URLs (the system's resolver by default; the tests' way to a public name).
     """
     from listhygiene.service import files_a, form_a, form_b, jobs_b, openapi_a, webhooks
+    from listhygiene.service.guards import HeaderGuard
     from listhygiene.service.worker import JobWorker
 
     root = FastAPI(
         title="listhygiene", docs_url=None, redoc_url=None, openapi_url=None, lifespan=_lifespan
     )
+    root.add_middleware(HeaderGuard)
     # One worker runs the jobs of both forms (form A's files, form B's lists).
     worker = JobWorker(store, engine, **(worker_options or {}))
     root.state.services = [worker]

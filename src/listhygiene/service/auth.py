@@ -42,12 +42,19 @@ def _seconds_until(reset: int) -> int:
     return max(1, reset - int(time.time()))
 
 
+def _given_key(value: str | None) -> str | None:
+    """One rule for both forms: whitespace around a key is not part of it (httptools keeps the
+    trailing whitespace of a header value, h11 does not)."""
+    stripped = (value or "").strip()
+    return stripped or None
+
+
 def form_a_key(endpoint: AEndpoint) -> Callable[[Request], Awaitable[ApiKeyRow]]:
     """A dependency: the request's form A key, after counting it against ``endpoint``'s limit."""
 
     async def dependency(request: Request) -> ApiKeyRow:
         store = _store(request)
-        given = request.headers.get(FORM_A_KEY_HEADER)
+        given = _given_key(request.headers.get(FORM_A_KEY_HEADER))
         # One thread hop and one transaction: the key and its count (a fixed cost per request).
         key, hits = await run_in_threadpool(
             store.admit, given, lambda row: [form_a_limit(row, endpoint)]
@@ -83,8 +90,8 @@ class FormBKey:
 async def form_b_key(request: Request, response: Response) -> FormBKey:
     """A dependency: the request's bearer key, counted in its hourly and daily windows."""
     store = _store(request)
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    given = token.strip() if scheme.lower() == "bearer" else None
+    scheme, token = ([*request.headers.get("authorization", "").split(None, 1), "", ""])[:2]
+    given = _given_key(token) if scheme.lower() == "bearer" else None
     key, hits = await run_in_threadpool(store.admit, given, form_b_limits)
     if key is None or not key.active:  # form B has no 403 for keys: a disabled one is invalid
         raise FormBInvalidApiKey(details="Send Authorization: Bearer <API key>")

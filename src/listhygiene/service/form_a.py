@@ -5,7 +5,7 @@ This slice: ``POST /verify/single``, ``POST /verify/bulk`` and ``GET /credits``.
 
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from fastapi import Depends, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
@@ -25,6 +25,7 @@ MAX_BULK = 50
 
 class SingleRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
+    max_body_bytes: ClassVar[int] = 8 * 1024
 
     email: StrictStr
     check_smtp: StrictBool = True
@@ -32,6 +33,8 @@ class SingleRequest(BaseModel):
 
 class BulkRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
+    #: 50 addresses of up to 320 characters, JSON-escaped, with room to spare.
+    max_body_bytes: ClassVar[int] = 128 * 1024
 
     emails: Annotated[list[StrictStr], Field(min_length=1, max_length=MAX_BULK)]
     check_smtp: StrictBool = True

@@ -5,7 +5,7 @@ This slice: ``POST /verify`` and ``GET /credits``. Every response of a known key
 """
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from fastapi import Depends, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
@@ -28,6 +28,7 @@ __all__ = ["build"]
 
 class VerifyRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
+    max_body_bytes: ClassVar[int] = 8 * 1024
 
     email: StrictStr
     smtp_check: StrictBool = True

@@ -17,7 +17,7 @@ table lacks but without which the counts would not add up) count submitted addre
 Another key's job is 404 ``JOB_NOT_FOUND``, like an unknown one.
 """
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from fastapi import Depends, FastAPI, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
@@ -44,6 +44,8 @@ MAX_BULK_EMAILS = 10_000
 
 class BulkRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
+    #: 10,000 addresses of up to 320 characters, with the webhook URL and room to spare.
+    max_body_bytes: ClassVar[int] = 4 * 1024 * 1024
 
     emails: Annotated[list[StrictStr], Field(min_length=1, max_length=MAX_BULK_EMAILS)]
     smtp_check: StrictBool = True

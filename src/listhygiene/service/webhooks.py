@@ -9,7 +9,7 @@ key's id: 404 (``4040`` / ``NOT_FOUND``). Deliveries: :mod:`listhygiene.service.
 """
 
 import secrets
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from fastapi import Depends, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
@@ -40,6 +40,7 @@ MAX_URL_LENGTH = 2048
 
 class CreateA(BaseModel):
     model_config = ConfigDict(extra="ignore")
+    max_body_bytes: ClassVar[int] = 16 * 1024
 
     url: Annotated[StrictStr, Field(min_length=1, max_length=MAX_URL_LENGTH)]
     events: Annotated[list[StrictStr], Field(min_length=1, max_length=20)]
