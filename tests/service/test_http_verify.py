@@ -468,3 +468,53 @@ def test_the_key_is_checked_before_the_body(client: httpx.Client, path: str, for
         assert_a_error(response, 401, "4010")
     else:
         assert_b_error(response, 401, "INVALID_API_KEY")
+
+
+# -- synchronous requests answer within their deadline ---------------------------------------
+
+SLOW_BATCH = [
+    "alice.johnson@acme-corp.test",  # valid, at once
+    "nobody.here@acme-corp.test",  # invalid, at once
+    "zoe.turner@fourth-coffee.test",  # a host that never speaks
+    "liam.oconnor@margie-travel.test",  # a banner after 3 s
+    "info@fourth-coffee.test",  # a role account on the silent host
+]
+
+
+@pytest.fixture(scope="module")
+def deadline_url(sandbox: Sandbox, store: Store) -> Iterator[str]:
+    """A server whose engine would wait a minute per SMTP step, and whose synchronous requests
+    may take one second."""
+    engine = engine_for(sandbox, smtp_timeout=60)
+    with LiveServer(create_app(store, engine, sync_deadline=1)) as url:
+        yield url
+
+
+def test_a_sync_batch_answers_what_it_has_by_its_deadline(deadline_url: str, store: Store) -> None:
+    key = new_key(store, credits=10)
+    # The client gives up after 20 s: without the deadline the silent host holds the request
+    # for its 60 s step time-out and this raises ReadTimeout.
+    with httpx.Client(base_url=deadline_url, timeout=20) as client:
+        response = client.post(
+            "/a/v1/verify/bulk", headers=a(key), json={"emails": SLOW_BATCH, "check_smtp": True}
+        )
+        assert response.status_code == 200, response.text
+        data = response.json()["data"]
+        by_email = {r["email"]: r for r in data["results"]}
+        assert [r["email"] for r in data["results"]] == SLOW_BATCH
+        assert (by_email[SLOW_BATCH[0]]["status"], by_email[SLOW_BATCH[1]]["status"]) == (
+            "valid",
+            "invalid",
+        )
+        for late in SLOW_BATCH[2:]:
+            assert (by_email[late]["status"], by_email[late]["reason"]) == (
+                "unknown",
+                "smtp_timeout",
+            )
+        assert by_email["info@fourth-coffee.test"]["is_role"] is True  # measured flags kept
+        assert data["credits_used"] == 2  # the late ones are free
+        balance = client.get("/a/v1/credits", headers=a(key)).json()["data"]["credits_balance"]
+        assert balance == 8
+        single = client.post("/a/v1/verify/single", headers=a(key), json={"email": SLOW_BATCH[2]})
+        assert single.status_code == 200
+        assert single.json()["data"]["reason"] == "smtp_timeout"

@@ -63,6 +63,15 @@ from listhygiene.cli.options import build_settings, engine_options
     metavar="SECONDS",
     help="A job whose server has been silent this long is taken over (resumed) by another.",
 )
+@click.option(
+    "--sync-deadline",
+    default=25.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    metavar="SECONDS",
+    help="Form A /verify/single and /verify/bulk answer within this: addresses not verified by "
+    "then are unknown (smtp_timeout, free).",
+)
 @engine_options
 def serve(
     host: str,
@@ -75,6 +84,7 @@ def serve(
     workers: int,
     job_slots: int,
     stale_after: float,
+    sync_deadline: float,
     engine_settings: dict[str, Any],
 ) -> None:
     """Serve the verification API: form A at /a/v1, form B at /b/v1.
@@ -112,6 +122,7 @@ def serve(
         engine=settings.model_dump(mode="json", exclude_unset=True),
         allow_http_webhooks=allow_http_webhooks,
         allow_private_webhooks=allow_private_webhooks,
+        sync_deadline=sync_deadline,
         worker={"slots": job_slots, "stale_after": stale_after},
     )
     tls = {

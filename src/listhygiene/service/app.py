@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from listhygiene.engine import Engine
+from listhygiene.engine.lists import is_disposable, is_free, is_role
 from listhygiene.engine.syntax import parse_address
 from listhygiene.errors import (
     FormABadRequest,
@@ -35,6 +36,7 @@ from listhygiene.errors import (
 from listhygiene.results import VerificationResult
 from listhygiene.service import FORM_A_ROOT, FORM_B_ROOT
 from listhygiene.service.store import Store
+from listhygiene.statuses import Facts, MailboxOutcome, Reason
 
 if TYPE_CHECKING:
     from listhygiene.service.delivery import Resolver
@@ -72,6 +74,10 @@ def _describe(exc: RequestValidationError) -> str:
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
+
+#: Seconds a synchronous form A request (``/verify/single``, ``/verify/bulk``) may verify: under
+#: the 30 s time-out common to HTTP clients and proxies.
+DEFAULT_SYNC_DEADLINE = 25.0
 
 #: Bytes a JSON body may have unless its model says otherwise (``max_body_bytes``).
 DEFAULT_BODY_BYTES = 64 * 1024
@@ -185,6 +191,7 @@ def create_app(
     allow_http_webhooks: bool = False,
     allow_private_webhooks: bool = False,
     webhook_resolver: "Resolver | None" = None,
+    sync_deadline: float = DEFAULT_SYNC_DEADLINE,
     worker_options: dict[str, Any] | None = None,
 ) -> FastAPI:
     """The service: form A at ``/a/v1``, form B at ``/b/v1``.
@@ -192,6 +199,8 @@ def create_app(
     ``worker_options`` go to the job worker (:class:`~listhygiene.service.worker.JobWorker`:
     ``slots``, ``stale_after``, ``poll_seconds`` ...). ``webhook_resolver`` resolves the
     names of webhook URLs (the system's resolver by default; the tests' way to a public name).
+    ``sync_deadline``: seconds a synchronous form A verification may take before what is left
+    is answered unknown (:func:`verify_charged`).
     """
     from listhygiene.service import files_a, form_a, form_b, jobs_b, openapi_a, webhooks
     from listhygiene.service.guards import HeaderGuard
@@ -213,6 +222,7 @@ def create_app(
         sub.state.allow_http_webhooks = allow_http_webhooks
         sub.state.allow_private_webhooks = allow_private_webhooks
         sub.state.webhook_resolver = webhook_resolver
+        sub.state.sync_deadline = sync_deadline
     # Each part adds its routes to the form apps and its background services (a job worker, the
     # webhook outbox) to ``root.state.services``, started and stopped with the server.
     for part in (files_a, jobs_b, webhooks, openapi_a):
@@ -259,14 +269,19 @@ async def verify_charged(
     check_smtp: bool,
     insufficient: type[ServiceError],
     timeout: float | None = None,  # noqa: ASYNC109 - credits are refunded on time-out
+    deadline: float | None = None,
 ) -> tuple[dict[str, VerificationResult], int]:
     """Verify ``emails`` on ``key_id``'s credits: ``({input: result}, credits kept)``.
 
     As many credits as distinct addresses are reserved first (``insufficient`` is raised when the
     balance does not have them); once verified, the credits of unknown results (free) are
     refunded, and so is everything if the verification fails or exceeds ``timeout`` seconds
-    (``TimeoutError``).
+    (``TimeoutError``). With ``deadline`` instead, what is not verified after that many seconds
+    is answered unknown (``smtp_timeout``, free, to be retried) and the rest stands: a
+    synchronous request never outlasts its client (docs/service.md).
     """
+    if timeout is not None and deadline is not None:
+        raise ValueError("give a timeout or a deadline, not both")
     store: Store = request.app.state.store
     engine: Engine = request.app.state.engine
 
@@ -278,27 +293,54 @@ async def verify_charged(
     if not await run_in_threadpool(store.reserve_credits, key_id, len(wanted)):
         raise insufficient(details=f"{len(wanted)} credits needed")
 
-    async def run() -> dict[str, VerificationResult]:
-        found: dict[str, VerificationResult] = {}
+    found: dict[str, VerificationResult] = {}
+
+    async def run() -> None:
         async for given, result in engine.verify_each(emails, check_smtp=check_smtp):
             found[str(given)] = result
-        return found
 
     # Not asyncio.wait_for: it waits for the cancelled verification to wind down (an SMTP step
     # can take its own time limit to notice), and the answer must not wait for that.
     task = asyncio.ensure_future(run())
     task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved, never logged
     try:
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-        if not done:
+        done, _ = await asyncio.wait({task}, timeout=timeout if deadline is None else deadline)
+        if done:
+            task.result()
+        elif deadline is None:
             raise TimeoutError
-        results = task.result()
+        else:
+            task.cancel()
+            late = [e for e in emails if e not in found]
+            log.info(
+                "%d of %d addresses past the %.0f s deadline", len(late), len(emails), deadline
+            )
+            found.update({e: out_of_time(e, check_smtp=check_smtp) for e in late})
     except BaseException:
         task.cancel()
         # synchronous (one quick UPDATE): an await could be cancelled too, and the refund lost
         store.refund_credits(key_id, len(wanted))
         raise
-    kept = len({distinct(given) for given, r in results.items() if r.credits_used > 0})
+    kept = len({distinct(given) for given, r in found.items() if r.credits_used > 0})
     if len(wanted) > kept:
         await run_in_threadpool(store.refund_credits, key_id, len(wanted) - kept)
-    return results, kept
+    return found, kept
+
+
+def out_of_time(email: str, *, check_smtp: bool) -> VerificationResult:
+    """The result of an address a synchronous request had no time left for: unknown,
+    ``smtp_timeout`` (a temporary reason: verify it again later), free; with the flags that
+    need no network (disposable, role, free) as measured."""
+    parsed = parse_address(email)
+    if parsed is None:
+        return VerificationResult.from_facts(email, Facts(syntax_valid=False))
+    facts = Facts(
+        syntax_valid=True,
+        smtp_checked=check_smtp,
+        mailbox=MailboxOutcome.UNDETERMINED if check_smtp else MailboxOutcome.NOT_CHECKED,
+        undetermined_reason=Reason.SMTP_TIMEOUT,
+        is_disposable=is_disposable(parsed.domain),
+        is_role=is_role(parsed.local_part),
+        is_free=is_free(parsed.domain),
+    )
+    return VerificationResult.from_facts(parsed.email, facts, domain=parsed.domain_unicode)

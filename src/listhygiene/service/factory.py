@@ -28,6 +28,7 @@ class ServeConfig:
     engine: dict[str, Any] = field(default_factory=dict)
     allow_http_webhooks: bool = False
     allow_private_webhooks: bool = False
+    sync_deadline: float = 25.0
     worker: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -50,6 +51,7 @@ def build_app(config: ServeConfig) -> FastAPI:
         Engine(EngineSettings(**config.engine)),
         allow_http_webhooks=config.allow_http_webhooks,
         allow_private_webhooks=config.allow_private_webhooks,
+        sync_deadline=config.sync_deadline,
         worker_options=config.worker,
     )
     app.state.services.insert(0, _Closing(store))  # started first, so stopped last

@@ -66,6 +66,7 @@ def build(app: FastAPI) -> FastAPI:
             [body.email],
             check_smtp=body.check_smtp,
             insufficient=FormAInsufficientCredits,
+            deadline=request.app.state.sync_deadline,
         )
         return success(results[body.email].to_form_a())
 
@@ -81,6 +82,7 @@ def build(app: FastAPI) -> FastAPI:
             body.emails,
             check_smtp=body.check_smtp,
             insufficient=FormAInsufficientCredits,
+            deadline=request.app.state.sync_deadline,
         )
         ordered = [results[email] for email in body.emails]  # input order, duplicates included
         return success(
