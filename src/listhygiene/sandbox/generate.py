@@ -40,6 +40,7 @@ __all__ = [
     "BEHAVIOURS",
     "DEFAULT_MIX",
     "GREYLIST_DELAY_MS",
+    "HOSTILE_MIX",
     "RCPT_CAP",
     "TARPIT_BANNER_DELAY_MS",
     "GeneratedWorld",
@@ -66,6 +67,8 @@ _MAILBOX_VERDICTS: dict[str, Verdict] = {
 #: Behaviours of a whole domain (DNS, or catch-all): every address of it gets the same verdict.
 _DOMAIN_VERDICTS: dict[str, Verdict] = {
     "catch_all": (Status.CATCHALL, Reason.CATCH_ALL),
+    # a catch-all domain on a greylisting host: its catch-all probe is greylisted too
+    "greylist_catch_all": (Status.CATCHALL, Reason.CATCH_ALL),
     "null_mx": (Status.INVALID, Reason.NO_MAIL_SERVER),
     "no_mx": (Status.INVALID, Reason.NO_MAIL_SERVER),
     "nxdomain": (Status.INVALID, Reason.NO_MAIL_SERVER),
@@ -78,6 +81,8 @@ _HOST_VERDICTS: dict[str, Verdict | None] = {
     "greylist": None,
     "rcpt_cap": None,
     "silent": (Status.UNKNOWN, Reason.SMTP_TIMEOUT),
+    "silent_mx": (Status.UNKNOWN, Reason.SMTP_TIMEOUT),  # two MX hosts, both silent
+    "backup_mx": None,  # a silent primary MX, a backup that answers for the mailboxes
     "tarpit": (Status.UNKNOWN, Reason.SMTP_TIMEOUT),
     "refuse": (Status.UNKNOWN, Reason.SMTP_UNREACHABLE),
     "blocked": (Status.UNKNOWN, Reason.BLOCKED),
@@ -86,10 +91,12 @@ _HOST_VERDICTS: dict[str, Verdict | None] = {
 #: Every behaviour name ``mix`` accepts. Mailbox kinds (``valid``, ``unknown``, ``role``,
 #: ``full``, ``disabled``) are addresses on ordinary domains; domain behaviours (``catch_all``,
 #: ``null_mx``, ``no_mx``: no MX and no A, ``nxdomain``: half absent from the world, half
-#: answered NXDOMAIN, ``servfail``, ``dns_timeout``) apply to every address of a domain; host
-#: behaviours (``implicit_mx``, ``greylist``, ``rcpt_cap``, ``silent``, ``tarpit``: a banner
-#: after a minute, ``refuse``: connection refused, ``blocked``: 550 5.7.1 naming a blocklist)
-#: apply to the domains a host serves, whose mailboxes follow the mailbox kinds' proportions.
+#: answered NXDOMAIN, ``servfail``, ``dns_timeout``, ``greylist_catch_all``: catch-all on a
+#: greylisting host) apply to every address of a domain; host behaviours (``implicit_mx``,
+#: ``greylist``, ``rcpt_cap``, ``silent``, ``silent_mx``: two MX hosts, both silent,
+#: ``backup_mx``: a silent primary and a backup that answers, ``tarpit``: a banner after a
+#: minute, ``refuse``: connection refused, ``blocked``: 550 5.7.1 naming a blocklist) apply to
+#: the domains a host serves, whose mailboxes follow the mailbox kinds' proportions.
 BEHAVIOURS: tuple[str, ...] = (*_MAILBOX_VERDICTS, *_DOMAIN_VERDICTS, *_HOST_VERDICTS)
 
 #: The default mix, as shares of addresses: mostly ordinary mailboxes, some of every outcome a
@@ -108,6 +115,19 @@ DEFAULT_MIX: Mapping[str, float] = MappingProxyType(
         "implicit_mx": 0.02,
         "greylist": 0.06,
         "rcpt_cap": 0.05,
+    }
+)
+
+#: The default mix and what a hostile internet adds (docs/sandbox.md, "Large worlds"): silent
+#: MX pairs, backup MXes behind a silent primary, greylisting catch-all domains. The engine
+#: benchmark uses it: tail latency and retries are part of a run's wall time.
+HOSTILE_MIX: Mapping[str, float] = MappingProxyType(
+    {
+        **DEFAULT_MIX,
+        "valid": 0.49,
+        "silent_mx": 0.01,
+        "backup_mx": 0.01,
+        "greylist_catch_all": 0.01,
     }
 )
 
@@ -241,6 +261,10 @@ class _Domain:
     provider: list[str] = field(default_factory=list)  # its mail hosts
 
 
+#: Host behaviours that need a provider of two MX hosts.
+_PAIRED = ("silent_mx", "backup_mx")
+
+
 class _Generator:
     def __init__(self, rng: random.Random, latency_ms: int) -> None:
         self.rng = rng
@@ -313,6 +337,8 @@ class _Generator:
         """The behaviour of the hosts a domain needs, None when it needs no mail host."""
         if domain.group in ("ordinary", "catch_all", "implicit_mx"):
             return "ordinary"
+        if domain.group == "greylist_catch_all":
+            return "greylist"
         if domain.group in _HOST_VERDICTS:
             return domain.group
         return None
@@ -343,13 +369,14 @@ class _Generator:
         for behaviour, count in zip(behaviours, counts, strict=True):
             providers: list[list[str]] = []
             left = count
-            while left:
-                size = 2 if left >= 2 and rng.random() < 0.25 else 1
+            pairs = behaviour in _PAIRED
+            while left or not providers:
+                size = 2 if pairs or (left >= 2 and rng.random() < 0.25) else 1
                 provider_number += 1
                 names = [f"mx{n}.hosting{provider_number}.test" for n in range(1, size + 1)]
                 providers.append(names)
                 out.update(dict.fromkeys(names, behaviour))
-                left -= size
+                left = max(0, left - size)
             members = hosted[behaviour][:]
             rng.shuffle(members)
             for i, domain in enumerate(members):
@@ -370,7 +397,7 @@ class _Generator:
                 address = f"{local}@{domain.name}"
                 expected[address] = group_verdict or _MAILBOX_VERDICTS[kind]
                 kinds[address] = kind if domain.group == "ordinary" else domain.group
-        world_hosts = {name: self._host_spec(behaviour) for name, behaviour in hosts.items()}
+        world_hosts = {name: self._host_spec(name, behaviour) for name, behaviour in hosts.items()}
         world = World.from_dict(
             {
                 "description": (
@@ -416,7 +443,7 @@ class _Generator:
                 full.append(local)
             elif kind == "disabled":
                 disabled.append(local)
-            elif kind == "catch_all" and rng.random() < 0.5:
+            elif kind in ("catch_all", "greylist_catch_all") and rng.random() < 0.5:
                 mailboxes.append(local)  # a catch-all domain still has real mailboxes
         match domain.group:
             case "nxdomain":
@@ -438,7 +465,7 @@ class _Generator:
                     {"preference": 10 * (i + 1), "host": host}
                     for i, host in enumerate(domain.provider)
                 ]
-        if domain.group == "catch_all":
+        if domain.group in ("catch_all", "greylist_catch_all"):
             spec["catch_all"] = True
         for key, values in (("mailboxes", mailboxes), ("full", full), ("disabled", disabled)):
             if values and domain.provider:
@@ -460,11 +487,18 @@ class _Generator:
         used.add(candidate)
         return candidate
 
-    def _host_spec(self, behaviour: str) -> dict[str, Any]:
+    def _host_spec(self, name: str, behaviour: str) -> dict[str, Any]:
         spec: dict[str, Any] = {"latency_ms": self.latency_ms}
+        provider = int(name.partition(".hosting")[2].partition(".")[0])
         match behaviour:
             case "greylist":
                 spec["greylist_delay_ms"] = GREYLIST_DELAY_MS
+                if provider % 2:  # every other provider names its delay, as postgrey can
+                    spec["greylist_names_delay"] = True
+            case "silent_mx":
+                spec["behaviour"] = "silent"
+            case "backup_mx" if name.startswith("mx1."):
+                spec["behaviour"] = "silent"
             case "rcpt_cap":
                 spec["max_rcpt_per_connection"] = RCPT_CAP
                 spec["too_many_reply"] = "452"

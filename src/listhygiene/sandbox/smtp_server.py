@@ -9,6 +9,7 @@ client that waits for each reply pays one per command, as on a real network. Bro
 
 import asyncio
 import logging
+import math
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -28,6 +29,9 @@ USER_UNKNOWN = "550 5.1.1 <{address}>: Recipient address rejected: User unknown"
 MAILBOX_DISABLED = "550 5.2.1 <{address}>: Mailbox disabled, not accepting messages"
 MAILBOX_FULL = "552 5.2.2 <{address}>: Mailbox full, over quota"
 GREYLISTED = "450 4.2.0 <{address}>: Recipient address rejected: Greylisted, try again later"
+GREYLISTED_NAMED = (
+    "450 4.2.0 <{address}>: Recipient address rejected: Greylisted for {seconds} seconds"
+)
 TOO_MANY_452 = "452 4.5.3 Too many recipients"
 TOO_MANY_421 = "421 4.7.0 Too many recipients in this session, closing connection"
 TOO_MANY_CONNECTIONS = "421 4.7.0 {host} Too many concurrent connections, try again later"
@@ -48,6 +52,10 @@ class HostStats:
     #: Most SMTP commands that arrived in one read: more than one means the client pipelined.
     max_commands_per_read: int = 0
     recipients: list[str] = field(default_factory=list)
+    #: ``time.monotonic()`` of each connection's opening and closing, in order: tells whether a
+    #: client was talking to another host while this one's connection was still open.
+    opened_at: list[float] = field(default_factory=list)
+    closed_at: list[float] = field(default_factory=list)
 
     def reset(self) -> None:
         active = self.active
@@ -58,9 +66,16 @@ class HostStats:
 class _Greylist:
     """(client, sender, recipient) triplets first seen, as postgrey keeps them."""
 
-    def __init__(self, delay_ms: int) -> None:
+    def __init__(self, delay_ms: int, names_delay: bool = False) -> None:
         self.delay = delay_ms / 1000
         self.first_seen: dict[tuple[str, str, str], float] = {}
+        # postgrey's "Greylisted for %s seconds": the whole delay, in whole seconds
+        self.seconds = math.ceil(self.delay) if names_delay else None
+
+    def reply(self, address: str) -> str:
+        if self.seconds is None:
+            return GREYLISTED.format(address=address)
+        return GREYLISTED_NAMED.format(address=address, seconds=self.seconds)
 
     def passes(self, client: str, sender: str, recipient: str) -> bool:
         key = (client, sender.lower(), recipient.lower())
@@ -150,7 +165,7 @@ class _Handler:
         greylist = host.greylist
         client = session.peer[0] if session.peer else ""
         if greylist is not None and not greylist.passes(client, envelope.mail_from or "", address):
-            return GREYLISTED.format(address=address)
+            return greylist.reply(address)
         reply = host.mailbox_reply(address)
         if reply.startswith("250"):
             envelope.rcpt_tos.append(address)
@@ -203,6 +218,7 @@ class _SandboxSMTP(SMTP):
         stats, spec = self.host.stats, self.host.spec
         self._counted = True
         stats.connections += 1
+        stats.opened_at.append(time.monotonic())
         stats.active += 1
         stats.max_active = max(stats.max_active, stats.active)
         delay = (spec.banner_delay_ms + spec.latency_ms) / 1000
@@ -229,6 +245,7 @@ class _SandboxSMTP(SMTP):
         if self._counted:
             self._counted = False
             self.host.stats.active -= 1
+            self.host.stats.closed_at.append(time.monotonic())
         super().connection_lost(error)
 
 
@@ -244,6 +261,7 @@ class _BrokenProtocol(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         self.host.connections.add(transport)
         self.host.stats.connections += 1
+        self.host.stats.opened_at.append(time.monotonic())
         behaviour = self.host.spec.behaviour
         if behaviour == "garbage":
             transport.write(b"\x00\xffHELLO?? \x1b[31m not smtp\r\n")  # type: ignore[attr-defined]
@@ -272,6 +290,7 @@ class _BrokenProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.transport is not None:
             self.host.connections.discard(self.transport)
+            self.host.stats.closed_at.append(time.monotonic())
         self.transport = None
         if self._task is not None:
             self._task.cancel()
@@ -295,7 +314,9 @@ class MailHost:
         self.banner_name = spec.banner_name or name
         self.tls_context = tls_context if spec.starttls else None
         self.greylist = (
-            _Greylist(spec.greylist_delay_ms) if spec.greylist_delay_ms is not None else None
+            _Greylist(spec.greylist_delay_ms, spec.greylist_names_delay)
+            if spec.greylist_delay_ms is not None
+            else None
         )
         self.stats = HostStats()
         self.server: asyncio.Server | None = None

@@ -100,6 +100,8 @@ class HostSpec(_Spec):
     #: Greylisting: a first RCPT for (client, sender, recipient) gets 450 4.2.0; a retry after
     #: this delay is accepted.
     greylist_delay_ms: int | None = Field(default=None, ge=0)
+    #: The greylisting reply names the delay ("Greylisted for 2 seconds", as postgrey can).
+    greylist_names_delay: bool = False
     #: RCPT commands allowed per connection; past it, ``too_many_reply``.
     max_rcpt_per_connection: int | None = Field(default=None, ge=1)
     too_many_reply: Literal["452", "421"] = "452"
