@@ -354,6 +354,22 @@ async def test_replay_is_acknowledged_and_recorded_once(
     assert len(events.events()) == 2
 
 
+async def test_a_re_serialised_form_b_delivery_is_the_same_event(
+    make: MakeReceiver, events: EventStore
+) -> None:
+    """A proxy that re-encodes JSON (other spacing, key order, escapes) changes the raw body but
+    not the signed event: form B's payload signature still verifies, and it is one event."""
+    receiver = make("b")
+    body = payload("b")
+    compact = encode(body)
+    spaced = json.dumps(dict(reversed(body.items())), indent=2, ensure_ascii=True).encode()
+    assert compact != spaced
+    for raw in (compact, spaced):
+        sent = {k: v for k, v in headers(raw).items() if k != "X-Webhook-Signature"}
+        assert (await post(receiver, raw, sent)).status_code == 200
+    assert len(events.events()) == 1
+
+
 # -- without HTTP ------------------------------------------------------------------------------
 
 

@@ -3,7 +3,8 @@
 The :class:`~listhygiene.clients.receiver.WebhookReceiver` records each verified delivery here;
 whatever waits for a remote job (a pipeline step, an Airflow trigger in another process) reads
 it with :meth:`EventStore.find` or :meth:`EventStore.wait`. A delivery is recorded once: rows are
-keyed by the digest of the raw body, so a retry or a replay of the same body is a no-op.
+keyed by the event's identity (the digest of its payload's canonical JSON), so a retry, a replay
+or a re-serialised copy of the same event is a no-op.
 
 Only the standard library: every call opens its own short-lived connection (WAL mode, with a
 busy time-out), so one store may be used from several threads and processes at once.
@@ -113,8 +114,9 @@ class EventStore:
     ) -> bool:
         """Record one delivery; False when a delivery of this ``digest`` is already recorded.
 
-        ``digest`` identifies the delivery (the receiver uses the SHA-256 of the raw body, which
-        the sender's retries repeat byte for byte). ``received_at``: Unix seconds, default now.
+        ``digest`` identifies the event (the receiver uses the SHA-256 of the payload in form B's
+        canonical JSON without its ``signature``: the same for a retry, a replay and a body
+        re-serialised on its way). ``received_at``: Unix seconds, default now.
         """
         moment = time.time() if received_at is None else received_at
         with self._connect() as conn:

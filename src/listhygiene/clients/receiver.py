@@ -30,8 +30,10 @@ the header is covered by no signature (anyone who captured a delivery could rese
 fresh header) and it changes on every attempt, whereas the body's ``timestamp`` is signed and is
 set once, when the event is queued: retries resend the identical body. So ``max_age`` must be
 longer than the sender's whole retry schedule (ours: 30 s, 2 min, 5 min, 15 min, 1 h, 3 h, about
-4.4 h), hence the default of 24 h; within that window a replay is recognised by the digest of
-its body, and after it, it is refused as stale.
+4.4 h), hence the default of 24 h; within that window a replay is recognised by the event's
+identity (the digest of its payload in form B's canonical JSON, without the ``signature``
+field, so a body re-serialised on its way is still the same event), and after it, it is
+refused as stale.
 
 The Starlette import is deferred to the first use of ``.app``: importing this module (and
 :mod:`listhygiene.clients`) stays free of the web framework.
@@ -48,7 +50,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from listhygiene.clients.events import EventStore
-from listhygiene.signatures import form_b_payload_signature, sign, signature_matches
+from listhygiene.signatures import (
+    canonical_payload,
+    form_b_payload_signature,
+    sign,
+    signature_matches,
+)
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -86,7 +93,8 @@ class WebhookRejected(ValueError):
 
 @dataclass(frozen=True)
 class Delivery:
-    """A verified delivery: its event, job and whole payload, and the digest of its raw body."""
+    """A verified delivery: its event, job and whole payload, and its identity (the digest of
+    the payload's canonical JSON)."""
 
     form: str
     event: str
@@ -185,7 +193,9 @@ class WebhookReceiver:
             job_id=job_id,
             payload=payload,
             timestamp=timestamp,
-            digest=hashlib.sha256(body).hexdigest(),
+            # The event's identity, not the body's bytes: a body re-serialised on its way (other
+            # spacing, key order, escapes) is the same signed event, recorded once.
+            digest=hashlib.sha256(canonical_payload(payload)).hexdigest(),
         )
 
     def _parse(self, body: bytes, authenticated: bool) -> dict[str, Any]:
