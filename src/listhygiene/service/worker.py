@@ -11,6 +11,12 @@ synchronous, so its calls run in threads.
 Several workers (in one process or several) share the jobs through the store's claims; a job
 whose worker died is claimed again after ``stale_after`` seconds and resumes with only the
 addresses that have no result, so nothing is verified or charged twice.
+
+The database going away (a lost connection, a serialization failure, SQLite's "database is
+locked") is not the job's fault: each store call is tried again with back-off for up to
+``db_retry_seconds`` (by default ``stale_after``: past that another worker may take the job over
+anyway), and a job whose store calls still fail is handed back, unsaved results dropped, to be
+resumed by any worker. Only an error of the job itself fails it (docs/service.md, Faults).
 """
 
 import asyncio
@@ -18,7 +24,8 @@ import contextlib
 import logging
 import os
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 from listhygiene.results import VerificationResult
 from listhygiene.service.store import Store
@@ -34,14 +41,26 @@ from listhygiene.service.store.jobs import (
     save_results,
 )
 from listhygiene.service.store.models import new_id
+from listhygiene.service.store.retry import is_transient, retry_async
 
 __all__ = ["JobWorker"]
 
 log = logging.getLogger(__name__)
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
 
 #: A failed job's error code, in its form's words.
 _FAILURE_CODES = {"a": "1000", "b": "INTERNAL_ERROR"}
+#: The longest wait between two tries to claim a job while the database is unavailable.
+_CLAIM_BACKOFF_MAX = 5.0
+#: How long a job being handed back tries to write its release (else it waits to go stale).
+_RELEASE_RETRY_SECONDS = 1.0
+
+
+class _HandBack(Exception):
+    """The store stayed unavailable past the retry budget: give the job back, do not fail it."""
 
 
 class JobWorker:
@@ -58,6 +77,7 @@ class JobWorker:
         batch_size: int = 100,
         flush_seconds: float = 1.0,
         worker_id: str | None = None,
+        db_retry_seconds: float | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -67,6 +87,7 @@ class JobWorker:
         self.batch_size = batch_size
         self.flush_seconds = flush_seconds
         self.worker_id = worker_id or f"{os.getpid()}-{new_id()}"
+        self.db_retry_seconds = stale_after if db_retry_seconds is None else db_retry_seconds
         self._tasks: list[asyncio.Task[None]] = []
         self._wake: asyncio.Event | None = None
         self._release = True
@@ -79,7 +100,7 @@ class JobWorker:
         self._wake = asyncio.Event()
         self._release = True
         self._tasks = [
-            asyncio.create_task(self._run(), name=f"job-worker-{self.worker_id}-{slot}")
+            asyncio.create_task(self._run(slot), name=f"job-worker-{self.worker_id}-{slot}")
             for slot in range(self.slots)
         ]
 
@@ -100,27 +121,38 @@ class JobWorker:
 
     # -- the loop -------------------------------------------------------------------------------
 
-    async def _run(self) -> None:
+    async def _run(self, slot: int) -> None:
         assert self._wake is not None
+        # Each slot claims under its own name: a slot whose job went stale (its store calls
+        # stalled past ``stale_after``) and was taken over by a sibling slot loses its claim
+        # like any other worker, instead of running the job twice.
+        claimer = f"{self.worker_id}/{slot}"
+        idle = self.poll_seconds
         while True:
             try:
                 job = await asyncio.to_thread(
-                    claim_job, self.store, self.worker_id, stale_after=self.stale_after
+                    claim_job, self.store, claimer, stale_after=self.stale_after
                 )
-            except Exception:
-                log.exception("claiming a job failed")
+                idle = self.poll_seconds
+            except Exception as exc:
+                if is_transient(exc):
+                    log.warning("claiming a job failed, the database is unavailable: %s", exc)
+                else:
+                    log.exception("claiming a job failed")
                 job = None
+                # Back off while the database is away, instead of polling it every 0.2 s.
+                idle = min(max(idle * 2, self.poll_seconds), _CLAIM_BACKOFF_MAX)
             if job is not None:
-                await self._process(job)
+                await self._process(job, claimer)
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+                await asyncio.wait_for(self._wake.wait(), idle)
             # Every idle slot was woken by set(); the first to get here clears it for the next.
             self._wake.clear()
 
-    async def _process(self, job: StoredJob) -> None:
-        work = asyncio.create_task(self._work(job))
-        beat = asyncio.create_task(self._heartbeat(job.id))
+    async def _process(self, job: StoredJob, claimer: str) -> None:
+        work = asyncio.create_task(self._work(job, claimer))
+        beat = asyncio.create_task(self._heartbeat(job.id, claimer))
         try:
             done, _ = await asyncio.wait({work, beat}, return_when=asyncio.FIRST_COMPLETED)
             if work not in done:
@@ -132,20 +164,20 @@ class JobWorker:
                 with contextlib.suppress(asyncio.CancelledError):
                     await work
 
-    async def _work(self, job: StoredJob) -> None:
+    async def _work(self, job: StoredJob, claimer: str) -> None:
         buffer: list[tuple[str, VerificationResult]] = []
         try:
-            pending = await asyncio.to_thread(pending_addresses, self.store, job.id)
+            pending = await self._db(pending_addresses, self.store, job.id)
             last = time.monotonic()
             async for given, result in self.engine.verify_each(pending, check_smtp=job.check_smtp):
                 buffer.append((str(given), result))
                 if len(buffer) >= self.batch_size or time.monotonic() - last >= self.flush_seconds:
                     batch, buffer = buffer, []
-                    await self._save(job.id, batch)
+                    await self._save(job.id, batch, claimer)
                     last = time.monotonic()
             batch, buffer = buffer, []
-            await self._save(job.id, batch)
-            await asyncio.to_thread(finish_job, self.store, job.id, self.worker_id)
+            await self._save(job.id, batch, claimer)
+            await self._db(finish_job, self.store, job.id, claimer)
         except LostClaim:
             log.warning("job %s was taken over by another worker", job.id)
         except asyncio.CancelledError:
@@ -154,33 +186,58 @@ class JobWorker:
                 # Synchronous (quick statements): an await could be cancelled in turn.
                 with contextlib.suppress(Exception):
                     if buffer:
-                        save_results(self.store, job.id, buffer, worker_id=self.worker_id)
-                    release_job(self.store, job.id, self.worker_id)
+                        save_results(self.store, job.id, buffer, worker_id=claimer)
+                    release_job(self.store, job.id, claimer)
             raise
+        except _HandBack as exc:
+            # Not the job's fault: another worker (or this one, after ``stale_after`` if the
+            # release cannot be written either) resumes it from its saved results.
+            log.warning("job %s handed back, the database is unavailable: %s", job.id, exc)
+            try:
+                await retry_async(_RELEASE_RETRY_SECONDS, release_job, self.store, job.id, claimer)
+            except Exception as error:
+                log.warning("job %s stays claimed until it is stale: %s", job.id, error)
         except Exception as exc:
             log.exception("job %s failed", job.id)
-            with contextlib.suppress(Exception):
-                await asyncio.to_thread(
+            try:
+                await self._db(
                     fail_job,
                     self.store,
                     job.id,
                     _FAILURE_CODES[job.form],
                     f"Verification failed ({type(exc).__name__})",
-                    self.worker_id,
+                    claimer,
                 )
+            except Exception as error:
+                log.warning("job %s could not be marked failed: %s", job.id, error)
 
-    async def _save(self, job_id: str, batch: list[tuple[str, VerificationResult]]) -> None:
-        await asyncio.to_thread(save_results, self.store, job_id, batch, worker_id=self.worker_id)
+    async def _db(self, call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """A store call in a thread, tried again while the database is unavailable; raises
+        :class:`_HandBack` when it still is after ``db_retry_seconds``."""
+        try:
+            return await retry_async(self.db_retry_seconds, call, *args, **kwargs)
+        except Exception as exc:
+            if is_transient(exc):
+                raise _HandBack(str(exc).splitlines()[0]) from exc
+            raise
 
-    async def _heartbeat(self, job_id: str) -> None:
+    async def _save(
+        self, job_id: str, batch: list[tuple[str, VerificationResult]], claimer: str
+    ) -> None:
+        await self._db(save_results, self.store, job_id, batch, worker_id=claimer)
+
+    async def _heartbeat(self, job_id: str, claimer: str) -> None:
         """Heartbeat the claim; return (which cancels the work) when it is lost."""
         interval = max(0.05, self.stale_after / 4)
         while True:
             await asyncio.sleep(interval)
             try:
-                held = await asyncio.to_thread(heartbeat, self.store, job_id, self.worker_id)
-            except Exception:
-                log.exception("heartbeat of job %s failed", job_id)
+                held = await asyncio.to_thread(heartbeat, self.store, job_id, claimer)
+            except Exception as exc:
+                if is_transient(exc):  # the work's own store calls decide to hand the job back
+                    log.warning("heartbeat of job %s failed: %s", job_id, exc)
+                else:
+                    log.exception("heartbeat of job %s failed", job_id)
                 continue
             if not held:
                 return
