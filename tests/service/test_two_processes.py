@@ -1,10 +1,12 @@
 """Two ``listhygiene serve`` processes on one PostgreSQL database, as a deployment runs them.
 
 They must share the jobs (each job verified by one worker, no address probed twice) and one key's
-rate limit (counted in the database, not per process).
+rate limit (counted in the database, not per process), and when one is killed in the middle of a
+job the other finishes it (docs/service.md, Faults).
 """
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,7 +20,8 @@ from sqlalchemy import select
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.store import Store
 from listhygiene.service.store.models import Job
-from tests.service.live import free_port
+from tests.service.live import b, free_port
+from tests.service.test_file_job_restart import ADDRESSES, DOMAINS, WORLD, Server, probed, saved
 
 
 @pytest.fixture
@@ -198,3 +201,64 @@ def test_serve_with_worker_processes(sandbox: Sandbox, tmp_path: Any) -> None:
     finally:
         server.terminate()
         server.wait(15)
+
+
+@pytest.mark.timeout(180)
+def test_the_other_server_finishes_the_job_of_a_killed_one(
+    new_pg_database: Callable[[], str], tmp_path: Any
+) -> None:
+    url = new_pg_database()
+    with Store(url) as store:
+        key, key_row = store.create_key("two", 100)
+    with Sandbox(WORLD) as world:
+        servers = [Server(url, world, log=tmp_path / f"server{i}.log") for i in range(2)]
+        try:
+            response = httpx.post(
+                f"{servers[0].root}/b/v1/verify/bulk",
+                headers=b(key),
+                json={"emails": ADDRESSES},
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+            job_id = response.json()["job_id"]
+            deadline = time.monotonic() + 60
+            while len(saved(url)) < 4:
+                assert time.monotonic() < deadline, "no server saved anything"
+                time.sleep(0.05)
+            # Kill the server whose worker holds the job (claims are "<pid>-<id>/<slot>").
+            with Store(url, migrate=False) as store, store.transaction() as conn:
+                holder = conn.execute(select(Job.claimed_by).where(Job.id == job_id)).scalar_one()
+            pids = [server.process.pid for server in servers]
+            victim = pids.index(int(holder.split("-", 1)[0]))
+            servers[victim].process.send_signal(signal.SIGKILL)
+            servers[victim].process.wait(10)
+            before = saved(url)
+            assert 4 <= len(before) < len(ADDRESSES), "kill the server in the middle of the job"
+            for domain in DOMAINS:
+                world.stats(f"mx.{domain}").reset()
+            survivor = servers[1 - victim]
+            deadline = time.monotonic() + 120
+            while (
+                status := httpx.get(
+                    f"{survivor.root}/b/v1/verify/bulk/{job_id}", headers=b(key), timeout=30
+                ).json()
+            )["status"] not in ("completed", "failed"):
+                assert time.monotonic() < deadline, status
+                time.sleep(0.1)
+            after = probed(world)
+        finally:
+            for server in servers:
+                server.stop()
+    assert status["status"] == "completed"
+    assert status["processed"] == status["valid"] == len(ADDRESSES)
+    assert not set(after) & before  # nothing saved before the kill was probed again
+    assert len(after) == len(set(after))  # nor anything twice after it
+    assert saved(url) == set(ADDRESSES)
+    with Store(url, migrate=False) as store:
+        with store.transaction() as conn:
+            job = conn.execute(select(Job.credits_used, Job.claimed_by).where(Job.id == job_id))
+            used, finisher = job.one()
+        balance = store.credits(key_row.id).balance
+    assert int(finisher.split("-", 1)[0]) == survivor.process.pid
+    assert used == len(ADDRESSES)  # each address charged once
+    assert balance == 100 - len(ADDRESSES)
