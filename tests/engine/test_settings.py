@@ -26,7 +26,9 @@ def test_defaults() -> None:
     assert settings.allow_private_mx is False
     assert settings.check_smtp is True
     assert settings.dnsbl_zones == ()
-    assert settings.retry_delays == (20.0, 60.0)
+    assert settings.retry_delays == (1.0, 4.0, 15.0)  # short: long waits are the second pass
+    assert settings.retry_max_wait == 60.0
+    assert settings.mx_head_start == 2.0
 
 
 def test_default_helo_is_the_machines_own_name() -> None:

@@ -2,14 +2,19 @@
 
 One session carries many recipients: MAIL and a batch of RCPT in one round trip when the host
 advertises PIPELINING, several transactions per session (RSET between). The first transaction of a
-domain also asks for a random local part: if that is accepted, the domain is catch-all. A "too
-many recipients" reply is not a verdict: the host's cap is learnt and the rest go in new sessions.
-Temporary refusals (greylisting, 421) are tried again after the configured delays; what is still
-refused after them is unknown, with the reason. Mail exchangers are tried in preference order, and
-each address of one in turn.
+domain also asks for a random local part: if that is accepted, the domain is catch-all. The probe
+is retried like any recipient, and the domain's verdicts wait for its answer, so a run that meets
+greylisting gives the verdicts of one that does not. A "too many recipients" reply is not a
+verdict: the host's cap is learnt and the rest go in new sessions. Temporary refusals
+(greylisting, 421) are tried again after the shortest wait the host accepts (``retry.py``); what
+is still refused then is unknown, with the reason. Mail exchangers are tried in preference order,
+each address of one in turn, the next one starting after a short head start when the one before
+has not opened a session yet (RFC 8305's idea, for MX hosts): a silent primary costs the head
+start, not its time-out. See docs/engine.md.
 """
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import string
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from listhygiene.engine.pacing import Pacer
 from listhygiene.engine.replies import Meaning, classify
 from listhygiene.engine.resolver import MailRoute
+from listhygiene.engine.retry import HostGreylisting, named_delay, next_retry
 from listhygiene.engine.settings import EngineSettings
 from listhygiene.engine.smtp_client import (
     Reply,
@@ -57,6 +63,11 @@ _UNDETERMINED_REASON = {
     Meaning.TOO_MANY: Reason.RATE_LIMITED,
 }
 _TEMPORARY = {Meaning.GREYLISTED, Meaning.RATE_LIMITED, Meaning.TOO_MANY}
+#: How long a host that could not open a session (time-out, refused, not SMTP) is taken as down:
+#: other domains on it fail at once with the same reason instead of queueing for its time-out.
+_DOWN_SECONDS = 300.0
+#: The key of the catch-all probe among the addresses refused for a while.
+_PROBE = "probe"
 
 
 @dataclass
@@ -78,6 +89,10 @@ class ProbeContext:
     #: domain -> the random local part used to test for catch-all (kept for greylist retries)
     probe_local: dict[str, str] = field(default_factory=dict)
     host_limits: dict[str, _HostLimits] = field(default_factory=dict)
+    #: host address -> what its greylisting has shown (the waits that pass, or do not)
+    greylisting: dict[str, HostGreylisting] = field(default_factory=dict)
+    #: host address -> (the failure that took it down, until when, loop time)
+    down: dict[str, tuple[SmtpError, float]] = field(default_factory=dict)
     #: Called with (domain, "ok" | "unreachable" | "blocked") after each domain's first session.
     on_reach: Callable[[str, str], None] = lambda domain, state: None
 
@@ -86,6 +101,23 @@ class ProbeContext:
         if limits is None:
             limits = self.host_limits[ip] = _HostLimits(self.settings.rcpt_per_session)
         return limits
+
+    def greylist_of(self, ip: str) -> HostGreylisting:
+        return self.greylisting.setdefault(ip, HostGreylisting())
+
+    def mark_down(self, ip: str, failure: SmtpError) -> None:
+        self.down[ip] = (failure, asyncio.get_running_loop().time() + _DOWN_SECONDS)
+
+    def down_failure(self, ip: str) -> SmtpError | None:
+        """A fresh error like the one that took ``ip`` down, while it counts as down."""
+        entry = self.down.get(ip)
+        if entry is None:
+            return None
+        failure, until = entry
+        if asyncio.get_running_loop().time() >= until:
+            del self.down[ip]
+            return None
+        return type(failure)(str(failure))
 
 
 @dataclass
@@ -101,6 +133,26 @@ class _SessionRefused(Exception):
     def __init__(self, meaning: Meaning, reply: Reply) -> None:
         super().__init__(str(reply))
         self.meaning = meaning
+        self.reply = reply
+
+
+@dataclass
+class _Opened:
+    """A session past banner and EHLO, holding its host's politeness slot."""
+
+    index: int  # of the candidate (exchanger address) in preference order
+    ip: str
+    client: SmtpClient
+    slot: contextlib.AsyncExitStack
+
+
+class _NoHost(Exception):
+    """Every candidate from the first one raced failed to open a session."""
+
+    def __init__(self, failure: BaseException, ip: str) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+        self.ip = ip
 
 
 def _random_local() -> str:
@@ -127,6 +179,18 @@ class DomainProber:
         self.deferred: dict[Address, Reason] = {}
         self._reached_reported = False
         self.sessions = 0
+        # the catch-all probe: still to ask in this round; refused for now (ask next round)
+        self._probe_due = False
+        self._probe_deferred: Reason | None = None
+        #: Verdicts waiting for the probe's answer (their is_catchall, and valid vs catchall).
+        self._held: list[tuple[Address, MailboxOutcome, Reason | None]] = []
+        # temporary refusals: the domain's first and latest, each recipient's first (loop time,
+        # host), the longest delay a reply of this round named, the host that refused
+        self._first_refusal: float | None = None
+        self._last_refusal = 0.0
+        self._refused: dict[Address | str, tuple[float, str]] = {}
+        self._named: float | None = None
+        self._refusing_ip: str | None = None
 
     # -- verdicts --------------------------------------------------------------------------------
 
@@ -134,7 +198,20 @@ class DomainProber:
         self, address: Address, mailbox: MailboxOutcome, reason: Reason | None = None
     ) -> None:
         self.deferred.pop(address, None)
+        if self.ctx.catch_all.get(self.domain) is None and (
+            self._probe_due or self._probe_deferred
+        ):
+            self._held.append((address, mailbox, reason))  # until the probe is answered
+            return
+        self._emit(address, mailbox, reason)
+
+    def _emit(self, address: Address, mailbox: MailboxOutcome, reason: Reason | None) -> None:
         self._finish(address, MailboxVerdict(mailbox, reason, self.ctx.catch_all.get(self.domain)))
+
+    def _release_held(self) -> None:
+        held, self._held = self._held, []
+        for address, mailbox, reason in held:
+            self._emit(address, mailbox, reason)
 
     def _report_reach(self, state: str) -> None:
         if not self._reached_reported:
@@ -145,19 +222,36 @@ class DomainProber:
 
     async def run(self, pending: deque[Address]) -> None:
         """Verify everything in ``pending``, including what is added to it while this runs."""
-        delays = list(self.settings.retry_delays)
-        while pending or self.deferred:
+        loop = asyncio.get_running_loop()
+        tried = 0.0  # the longest wait after the first refusal that was still refused
+        while pending or self.deferred or self._probe_deferred:
+            retrying = self._first_refusal is not None and bool(
+                self.deferred or self._probe_deferred
+            )
             self.work.extend(self.deferred)
             self.work.extend(pending)
             pending.clear()
             await self._round(pending)
-            if not self.deferred:
+            if not (self.deferred or self._probe_deferred):
                 continue
-            if not delays:
+            assert self._first_refusal is not None
+            if retrying:
+                tried = max(tried, self._last_refusal - self._first_refusal)
+            ip = self._refusing_ip
+            target = next_retry(
+                schedule=self.settings.retry_delays,
+                max_wait=self.settings.retry_max_wait,
+                tried=tried,
+                named=self._named,
+                host=self.ctx.greylisting.get(ip) if ip else None,
+            )
+            if target is None:  # not in this run: unknown, for the second pass
+                self._probe_deferred = None
                 for address, reason in list(self.deferred.items()):
                     self.finish(address, MailboxOutcome.UNDETERMINED, reason)
                 continue
-            await asyncio.sleep(delays.pop(0))
+            await asyncio.sleep(max(0.0, self._first_refusal + target - loop.time()))
+        self._release_held()
         self._settle_catch_all()
 
     def _settle_catch_all(self) -> None:
@@ -169,75 +263,181 @@ class DomainProber:
             batch.append(self.work.popleft() if self.work else pending.popleft())
         return batch
 
+    def _has_work(self, pending: deque[Address]) -> bool:
+        return bool(self.work or pending or self._probe_due)
+
     async def _round(self, pending: deque[Address]) -> None:
         """Sessions over the exchangers until the work is done or every host has failed."""
         self.deferred = {}
+        self._named = None
+        self._probe_due = self.ctx.catch_all.get(self.domain) is None
+        self._probe_deferred = None
         failure: tuple[Reason, bool] | None = None
         candidates = [(mx.name, ip) for mx in self.route.exchangers for ip in mx.addresses]
         index = 0
         guard = 0
-        while (self.work or pending) and index < len(candidates):
+        while self._has_work(pending) and index < len(candidates):
             guard += 1
             if guard > 10_000:  # cannot happen with a sane server; never loop forever
                 break
-            _, ip = candidates[index]
             try:
-                progressed = await self._session(ip, pending)
-            except _SessionRefused as refused:
-                meaning = refused.meaning
-                failure = (
-                    _UNDETERMINED_REASON.get(meaning, Reason.SMTP_UNREACHABLE),
-                    meaning in _TEMPORARY,
-                )
-                index += 1
-                continue
-            except SmtpTimeout:
-                failure = (Reason.SMTP_TIMEOUT, False)
-                index += 1
-                continue
-            except SmtpError:
-                failure = (Reason.SMTP_UNREACHABLE, False)
+                opened = await self._open_race(candidates, index)
+            except _NoHost as lost:
+                failure = self._failure(lost.failure, lost.ip)
+                break
+            index = opened.index
+            try:
+                progressed = await self._converse(opened, pending)
+            except (_SessionRefused, SmtpError) as exc:
+                failure = self._failure(exc, opened.ip)
                 index += 1
                 continue
             if not progressed:
                 index += 1  # a session that could not place a single recipient: next host
-        if self.work or pending:
+        if self._has_work(pending):
             reason, temporary = failure or (Reason.SMTP_UNREACHABLE, False)
             if failure and reason in (Reason.SMTP_TIMEOUT, Reason.SMTP_UNREACHABLE):
                 self._report_reach("unreachable")
             elif failure and reason is Reason.BLOCKED:
                 self._report_reach("blocked")
+            if self._probe_due:
+                self._probe_due = False
+                self._probe_deferred = reason if temporary else None
             for address in self._take(pending, len(self.work) + len(pending)):
                 if temporary:
                     self.deferred[address] = reason
                 else:
                     self.finish(address, MailboxOutcome.UNDETERMINED, reason)
 
-    # -- one session -----------------------------------------------------------------------------
+    def _failure(self, exc: BaseException, ip: str) -> tuple[Reason, bool]:
+        """(reason, temporary) of a session that failed."""
+        if isinstance(exc, _SessionRefused):
+            temporary = exc.meaning in _TEMPORARY
+            if temporary:
+                self._note_refusal(None, ip, exc.meaning, exc.reply)
+            return _UNDETERMINED_REASON.get(exc.meaning, Reason.SMTP_UNREACHABLE), temporary
+        if isinstance(exc, SmtpTimeout):
+            return Reason.SMTP_TIMEOUT, False
+        return Reason.SMTP_UNREACHABLE, False
 
-    async def _session(self, ip: str, pending: deque[Address]) -> bool:
-        """One SMTP session with ``ip``; returns whether it got anywhere (else: next host)."""
-        settings = self.settings
-        async with self.ctx.pacer.session(ip):
+    # -- opening: the exchangers raced with a head start -----------------------------------------
+
+    async def _open_race(self, candidates: list[tuple[str, str]], start: int) -> _Opened:
+        """A session opened with the first candidate from ``start`` that answers.
+
+        The next candidate starts when the one before has failed, or has not opened within
+        ``mx_head_start`` of starting to connect (time spent waiting for a host's politeness
+        slot does not count: a busy primary is waited for, not raced). The first to open wins,
+        the most preferred when several open together; the others are closed, so one session
+        only ever carries this domain's recipients.
+        """
+        attempts: dict[asyncio.Future[_Opened], int] = {}
+        connecting: dict[int, asyncio.Event] = {}
+        failures: dict[int, BaseException] = {}
+        next_index = start
+        timer: asyncio.Future[None] | None = None
+
+        def launch() -> None:
+            nonlocal next_index, timer
+            index, next_index = next_index, next_index + 1
+            connecting[index] = asyncio.Event()
+            task = asyncio.ensure_future(self._attempt(candidates[index][1], connecting[index]))
+            attempts[task] = index
+            if timer is not None:
+                timer.cancel()
+            timer = None
+            if next_index < len(candidates):
+                timer = asyncio.ensure_future(self._head_start(connecting[index]))
+
+        launch()
+        winners: list[tuple[int, _Opened]] = []
+        settled = False
+        try:
+            while attempts and not winners:
+                waiting: set[asyncio.Future[object]] = set(attempts)
+                if timer is not None:
+                    waiting.add(timer)
+                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                launch_next = False
+                for task in done:
+                    if task is timer:
+                        timer = None
+                        launch_next = True
+                        continue
+                    index = attempts.pop(task)  # type: ignore[arg-type]
+                    error = task.exception()
+                    if error is None:
+                        winners.append((index, task.result()))  # type: ignore[arg-type]
+                    else:
+                        failures[index] = error
+                        if index == next_index - 1:  # the newest failed: the next one at once
+                            launch_next = True
+                if launch_next and not winners and next_index < len(candidates):
+                    launch()
+            settled = True
+        finally:
+            left = [*attempts, *([timer] if timer is not None else [])]
+            for task in left:
+                task.cancel()
+            results = await asyncio.gather(*left, return_exceptions=True)
+            for task, result in zip(left, results, strict=True):
+                if isinstance(result, _Opened):  # opened before it could be cancelled
+                    winners.append((attempts[task], result))  # type: ignore[index]
+            winners.sort(key=lambda pair: pair[0])
+            for _, loser in winners[0 if not settled else 1 :]:
+                await loser.client.quit()
+                await loser.slot.aclose()
+        if not winners:
+            if not failures:
+                raise _NoHost(SmtpError("no exchanger to try"), "")
+            last = max(failures)  # the least preferred's failure, as when tried in turn
+            raise _NoHost(failures[last], candidates[last][1])
+        index, opened = winners[0]
+        opened.index = index
+        return opened
+
+    async def _head_start(self, connecting: asyncio.Event) -> None:
+        await connecting.wait()
+        await asyncio.sleep(self.settings.mx_head_start)
+
+    async def _attempt(self, ip: str, connecting: asyncio.Event) -> _Opened:
+        """Take ``ip``'s politeness slot, connect, read the banner, EHLO (and STARTTLS)."""
+        slot = contextlib.AsyncExitStack()
+        try:
+            down = self.ctx.down_failure(ip)
+            if down is None:
+                await slot.enter_async_context(self.ctx.pacer.session(ip))
+                down = self.ctx.down_failure(ip)  # learnt while this waited for the slot
+            connecting.set()
+            if down is not None:
+                raise down
             self.sessions += 1
-            client = await SmtpClient.connect(
-                ip,
-                settings.smtp_port,
-                step_seconds=settings.smtp_timeout,
-                proxy=settings.socks_proxy,
-            )
+            client: SmtpClient | None = None
             try:
+                client = await SmtpClient.connect(
+                    ip,
+                    self.settings.smtp_port,
+                    step_seconds=self.settings.smtp_timeout,
+                    proxy=self.settings.socks_proxy,
+                )
                 await self._open(client)
-                self._report_reach("ok")
-                progressed = await self._transactions(client, ip, pending)
             except _SessionRefused:
+                assert client is not None
                 await client.quit()  # a polite refusal deserves a polite goodbye
                 raise
-            except BaseException:
-                client.close()  # a broken conversation: do not wait for a QUIT reply
+            except SmtpError as exc:
+                if client is not None:
+                    client.close()
+                self.ctx.mark_down(ip, exc)
                 raise
-            await client.quit()
-            return progressed
+            except BaseException:
+                if client is not None:
+                    client.close()  # cancelled: another exchanger opened first
+                raise
+            return _Opened(-1, ip, client, slot)  # the race sets its index
+        except BaseException:
+            await slot.aclose()
+            raise
 
     async def _open(self, client: SmtpClient) -> None:
         banner = await client.banner()
@@ -253,6 +453,26 @@ class DomainProber:
                 if not reply.is_positive:
                     raise _SessionRefused(classify(reply), reply)
 
+    # -- one session -----------------------------------------------------------------------------
+
+    async def _converse(self, opened: _Opened, pending: deque[Address]) -> bool:
+        """The transactions of an opened session; returns whether it got anywhere."""
+        client = opened.client
+        try:
+            self._report_reach("ok")
+            progressed = await self._transactions(client, opened.ip, pending)
+        except _SessionRefused:
+            await client.quit()
+            raise
+        except BaseException:
+            client.close()  # a broken conversation: do not wait for a QUIT reply
+            raise
+        else:
+            await client.quit()
+            return progressed
+        finally:
+            await opened.slot.aclose()
+
     async def _transactions(self, client: SmtpClient, ip: str, pending: deque[Address]) -> bool:
         """Transactions (MAIL + a batch of RCPT) until the work is done or the host stops us."""
         limits = self.ctx.limits(ip)
@@ -260,15 +480,16 @@ class DomainProber:
         rcpts_on_connection = 0
         transactions = 0
         progressed = False
-        while self.work or pending:
-            need_probe = self.ctx.catch_all.get(self.domain) is None and limits.rcpt_cap > 1
-            batch = self._take(pending, limits.rcpt_cap - (1 if need_probe else 0))
+        while self._has_work(pending):
+            need_probe = self._probe_due
+            room = limits.rcpt_cap - (1 if need_probe else 0)
+            batch = self._take(pending, room) if room > 0 else []
             if not utf8:  # a UTF-8 local part cannot be sent to this host at all
                 for address in [a for a in batch if a.needs_smtputf8]:
                     batch.remove(address)
                     self.finish(address, MailboxOutcome.UNDETERMINED, Reason.SMTPUTF8_UNSUPPORTED)
                     progressed = True
-                if not batch:
+                if not batch and not need_probe:
                     continue
             recipients = ([self._probe_address()] if need_probe else []) + [
                 a.smtp_address for a in batch
@@ -302,11 +523,20 @@ class DomainProber:
             if not mail.is_positive:
                 self.work.extendleft(reversed(batch))
                 raise _SessionRefused(classify(mail), mail)
+            closing = False
             if need_probe and rcpt_replies:
-                self._record_probe(rcpt_replies[0])
-                rcpt_replies = rcpt_replies[1:]
-                rcpts_on_connection += 1
-            outcome = self._read_batch(batch, rcpt_replies, limits, rcpts_on_connection)
+                probe_reply, rcpt_replies = rcpt_replies[0], rcpt_replies[1:]
+                meaning = self._record_probe(probe_reply, ip, limits, rcpts_on_connection)
+                progressed = progressed or meaning is not Meaning.TOO_MANY
+                closing = probe_reply.code == 421
+                if meaning is Meaning.TOO_MANY:
+                    if not batch:
+                        return True  # the cap is learnt; the probe goes in the next session
+                else:
+                    rcpts_on_connection += 1
+            outcome = self._read_batch(
+                batch, rcpt_replies, limits, rcpts_on_connection, ip, closing
+            )
             rcpts_on_connection += outcome.answered
             progressed = progressed or outcome.progressed
             if outcome.stop:
@@ -323,11 +553,13 @@ class DomainProber:
         replies: list[Reply],
         limits: "_HostLimits",
         rcpts_before: int,
+        ip: str,
+        closing: bool = False,
     ) -> "_BatchOutcome":
         """Turn a batch's RCPT replies into verdicts; put back what was not answered."""
         outcome = _BatchOutcome()
         back: list[Address] = []
-        too_many = closing = False
+        too_many = False
         for address, reply in zip(batch, replies, strict=False):
             meaning = classify(reply)
             if reply.code == 421:
@@ -339,10 +571,13 @@ class DomainProber:
             outcome.answered += 1
             outcome.progressed = True
             if closing and meaning is Meaning.RATE_LIMITED:
+                self._note_refusal(address, ip, meaning, reply)
                 self.deferred[address] = Reason.RATE_LIMITED
             elif meaning in _FINAL:
+                self._note_answer(address, ip)
                 self.finish(address, _FINAL[meaning])
             elif meaning in _TEMPORARY:
+                self._note_refusal(address, ip, meaning, reply)
                 self.deferred[address] = _UNDETERMINED_REASON[meaning]
             else:
                 self.finish(address, MailboxOutcome.UNDETERMINED, _UNDETERMINED_REASON[meaning])
@@ -353,6 +588,7 @@ class DomainProber:
             if taken == 0 and limits.rcpt_cap == 1:
                 for address in back + unanswered:  # it takes none at all: ask again later
                     self.deferred[address] = Reason.RATE_LIMITED
+                self._refusal_time(ip)
             else:
                 limits.rcpt_cap = max(1, min(limits.rcpt_cap, taken))
                 limits.one_transaction = True
@@ -362,11 +598,46 @@ class DomainProber:
         elif closing:
             for address in unanswered:  # 421: the host closes; the rest wait for a retry
                 self.deferred[address] = Reason.RATE_LIMITED
+            if unanswered:
+                self._refusal_time(ip)
             outcome.progressed = True
             outcome.stop = True
         else:
             self.work.extendleft(reversed(unanswered))
         return outcome
+
+    # -- temporary refusals: what they teach about the wait (engine/retry.py) -------------------
+
+    def _refusal_time(self, ip: str) -> float:
+        now = asyncio.get_running_loop().time()
+        if self._first_refusal is None:
+            self._first_refusal = now
+        self._last_refusal = now
+        self._refusing_ip = ip
+        return now
+
+    def _note_refusal(
+        self, key: Address | str | None, ip: str, meaning: Meaning, reply: Reply
+    ) -> None:
+        """A temporary refusal: when, by whom, the delay it names, what the host's shows."""
+        now = self._refusal_time(ip)
+        named = named_delay(reply.text)
+        if named is not None:
+            self._named = max(self._named or 0.0, named)
+        if key is None or meaning is not Meaning.GREYLISTED:
+            return
+        first = self._refused.get(key)
+        if first is None:
+            self._refused[key] = (now, ip)
+        elif first[1] == ip:
+            self.ctx.greylist_of(ip).saw_refusal(now - first[0])
+
+    def _note_answer(self, key: Address | str, ip: str) -> None:
+        """A final answer: if the recipient was greylisted by this host, the wait that passed."""
+        first = self._refused.pop(key, None)
+        if first is not None and first[1] == ip:
+            waited = asyncio.get_running_loop().time() - first[0]
+            self.ctx.greylist_of(ip).saw_pass(waited)
 
     async def _exchange(self, client: SmtpClient, commands: list[str]) -> list[Reply]:
         """Send commands pipelined when the host allows it, else one by one."""
@@ -386,15 +657,39 @@ class DomainProber:
                 break
         return replies
 
+    # -- the catch-all probe ---------------------------------------------------------------------
+
     def _probe_address(self) -> str:
         local = self.ctx.probe_local.get(self.domain)
         if local is None:
             local = self.ctx.probe_local[self.domain] = _random_local()
         return f"{local}@{self.domain}"
 
-    def _record_probe(self, reply: Reply) -> None:
+    def _record_probe(
+        self, reply: Reply, ip: str, limits: _HostLimits, rcpts_before: int
+    ) -> Meaning:
+        """The probe's answer: the catch-all verdict, or a refusal retried like any RCPT."""
         meaning = classify(reply)
+        if meaning is Meaning.TOO_MANY:
+            if rcpts_before == 0 and limits.rcpt_cap == 1:  # the host takes none: later
+                self._probe_due = False
+                self._probe_deferred = Reason.RATE_LIMITED
+                self._refusal_time(ip)
+            else:  # the probe is asked again within the cap
+                limits.rcpt_cap = max(1, min(limits.rcpt_cap, rcpts_before))
+                limits.one_transaction = True
+            return meaning
+        self._probe_due = False
+        if meaning in _TEMPORARY:
+            self._note_refusal(_PROBE, ip, meaning, reply)
+            self._probe_deferred = _UNDETERMINED_REASON[meaning]
+            return meaning
         if meaning is Meaning.ACCEPTED:
             self.ctx.catch_all[self.domain] = True
         elif meaning in (Meaning.NOT_FOUND, Meaning.DISABLED, Meaning.FULL):
             self.ctx.catch_all[self.domain] = False
+        if meaning in _FINAL:
+            self._note_answer(_PROBE, ip)
+        self._probe_deferred = None
+        self._release_held()  # whatever the probe said, it will not be asked again this round
+        return meaning

@@ -43,15 +43,22 @@ class EngineSettings(BaseSettings):
     host_rate: float = Field(default=5.0, gt=0)
     #: Seconds allowed for each SMTP step (connect, banner, each command or pipelined batch).
     smtp_timeout: float = Field(default=10.0, gt=0)
+    #: Seconds a mail host has to open a session (connect, banner, EHLO) before the next MX is
+    #: tried beside it (RFC 8305's head start, for MX hosts; docs/engine.md).
+    mx_head_start: float = Field(default=2.0, ge=0)
     #: Accept mail hosts on private, loopback or other non-routable addresses.
     allow_private_mx: bool = False
     #: Probe mailboxes over SMTP; off, the verdict rests on syntax, DNS and the lists.
     check_smtp: bool = True
     #: RCPT commands per SMTP session at most (lowered for a host that says "too many").
     rcpt_per_session: int = Field(default=25, ge=1)
-    #: Waits (seconds) before trying again after a temporary refusal (greylisting, 421):
-    #: their number is the number of retries, their sum the longest wait per domain.
-    retry_delays: Annotated[tuple[float, ...], NoDecode] = (20.0, 60.0)
+    #: Waits (seconds) between retries after a temporary refusal (greylisting, 421) when the
+    #: reply names no delay and the host has taught none (docs/engine.md, "Retries"); empty:
+    #: no retries. Long waits belong to the pipeline's second pass (``retry_unknown_after``).
+    retry_delays: Annotated[tuple[float, ...], NoDecode] = (1.0, 4.0, 15.0)
+    #: The longest wait, from a domain's first refusal, for a delay a reply names (or a host
+    #: taught); a longer one is left to the second pass. The schedule's sum counts if longer.
+    retry_max_wait: float = Field(default=60.0, ge=0)
     #: Offer STARTTLS when the server supports it (certificates are not verified).
     starttls: bool = True
     #: ``socks5://[user:pass@]host:port`` to reach port 25 through, where it is blocked.
