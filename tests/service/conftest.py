@@ -1,73 +1,21 @@
-"""Databases for the service's tests: a SQLite file, and a real PostgreSQL server.
+"""Databases for the service's tests: a SQLite file, and a real PostgreSQL server (databases
+made by ``new_pg_database`` of ``tests/conftest.py``)."""
 
-PostgreSQL is ``postgresql://postgres@127.0.0.1:5432/test`` (trust authentication) unless
-``LISTHYGIENE_TEST_POSTGRES`` names another; the tests create uniquely named databases
-``lh_test_<random>`` there and drop them at the end of the session. Without a reachable server,
-the PostgreSQL cases are skipped, with the reason in the summary.
-"""
-
-import os
-import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
-from sqlalchemy.engine import make_url
 
 from listhygiene.service.store import Store
+from tests.conftest import _admin_connection
+
+__all__ = ["_admin_connection"]  # the fault tests terminate PostgreSQL backends with it
 
 if TYPE_CHECKING:
-    import psycopg
-
     from listhygiene.sandbox import Sandbox
 
 BACKENDS = ("sqlite", "postgresql")
-ADMIN_URL = os.environ.get("LISTHYGIENE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def _admin_connection() -> "psycopg.Connection[Any]":
-    import psycopg
-
-    url = make_url(ADMIN_URL)
-    return psycopg.connect(
-        host=url.host,
-        port=url.port or 5432,
-        user=url.username,
-        password=url.password,
-        dbname=url.database,
-        autocommit=True,
-        connect_timeout=3,
-    )
-
-
-@pytest.fixture(scope="session")
-def new_pg_database() -> Iterator[Callable[[], str]]:
-    """Creates empty PostgreSQL databases on demand; all are dropped after the session."""
-    import psycopg
-
-    try:
-        admin = _admin_connection()
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL at {ADMIN_URL}: {exc}")
-    created: list[str] = []
-
-    def create() -> str:
-        name = f"lh_test_{secrets.token_hex(6)}"
-        admin.execute(f'CREATE DATABASE "{name}"')
-        created.append(name)
-        return make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-
-    yield create
-    for name in created:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.close()
-
-
-@pytest.fixture(scope="session")
-def pg_url(new_pg_database: Callable[[], str]) -> str:
-    """One database shared by the session's stores (each test makes its own keys)."""
-    return new_pg_database()
 
 
 @pytest.fixture(params=BACKENDS)

@@ -13,6 +13,7 @@ from listhygiene.cli.keys import keys
 from listhygiene.cli.receive import receive_webhooks
 from listhygiene.cli.sandbox import sandbox
 from listhygiene.cli.serve import serve
+from listhygiene.cli.verdicts import verdicts
 from listhygiene.cli.verify import verify
 
 __all__ = ["main"]
@@ -32,4 +33,5 @@ main.add_command(keys)
 main.add_command(receive_webhooks)
 main.add_command(sandbox)
 main.add_command(serve)
+main.add_command(verdicts)
 main.add_command(verify)

@@ -1,0 +1,81 @@
+"""The verdict store's tables, and their migrations (``migrations/``, Alembic, like the service's
+store, with a version table of their own so that one database may hold both).
+
+- ``verdicts``: one row per address, keyed by a keyed hash of the normalised address (never the
+  address), with the result columns, how and when it was checked, and the status before that.
+- ``verdict_domains``: a domain's mail hosts and reputation as last seen (per domain, not per
+  address: a million addresses share a few thousand domains).
+- ``verdict_settings``: the store's own settings (the hashing key's fingerprint).
+"""
+
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, text
+
+from listhygiene.service.store.engine import transaction
+
+__all__ = ["VERSION_TABLE", "domains", "metadata", "settings", "upgrade", "verdicts"]
+
+VERSION_TABLE = "listhygiene_verdicts_version"
+_MIGRATIONS = Path(__file__).with_name("migrations")
+_LOCK_KEY = 0x6C68_7665_7264_6963  # "lhverdic": pg_advisory_xact_lock while migrating
+
+metadata = sa.MetaData()
+
+verdicts = sa.Table(
+    "verdicts",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("score", sa.Float(), nullable=False),
+    sa.Column("is_deliverable", sa.Boolean(), nullable=False),
+    sa.Column("is_disposable", sa.Boolean(), nullable=False),
+    sa.Column("is_catchall", sa.Boolean(), nullable=False),
+    sa.Column("is_role", sa.Boolean(), nullable=False),
+    sa.Column("is_free", sa.Boolean(), nullable=False),
+    sa.Column("domain", sa.Text(), nullable=False),
+    sa.Column("smtp_check", sa.Boolean(), nullable=False),
+    sa.Column("reason", sa.String(32), nullable=True),
+    sa.Column("response_time", sa.BigInteger(), nullable=False),
+    sa.Column("credits_used", sa.Integer(), nullable=False),
+    sa.Column("dns", sa.String(16), nullable=False),
+    sa.Column("mailbox", sa.String(16), nullable=False),
+    sa.Column("undetermined_reason", sa.String(32), nullable=True),
+    sa.Column("backend", sa.String(32), nullable=False),
+    #: Unix seconds: compared across dialects without time-zone surprises.
+    sa.Column("checked_at", sa.Float(), nullable=False),
+    sa.Column("previous_status", sa.String(16), nullable=True),
+    sa.Column("previous_checked_at", sa.Float(), nullable=True),
+    sa.Index("verdicts_checked_at", "checked_at"),
+)
+
+domains = sa.Table(
+    "verdict_domains",
+    metadata,
+    sa.Column("domain", sa.Text(), primary_key=True),
+    sa.Column("mx_records", sa.Text(), nullable=False),  # JSON list
+    sa.Column("domain_reputation", sa.Text(), nullable=False),  # JSON object
+    sa.Column("checked_at", sa.Float(), nullable=False),
+)
+
+settings = sa.Table(
+    "verdict_settings",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text(), nullable=False),
+)
+
+
+def upgrade(engine: Engine) -> None:
+    """Bring the store to the newest schema; safe when several processes start at once (one
+    transaction behind a lock: an advisory lock on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite)."""
+    with transaction(engine, write=True) as connection:
+        if engine.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+        config = Config()
+        config.set_main_option("script_location", str(_MIGRATIONS))
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")

@@ -1,0 +1,280 @@
+"""The verdict store on a real SQLite file and a real PostgreSQL server: what it keeps, what it
+gives back, what is fresh, and that concurrent writers never lose the newer verdict."""
+
+import multiprocessing
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from listhygiene.pipeline.backends import KEY, results_table
+from listhygiene.results import DomainReputation, VerificationResult, arrow_schema
+from listhygiene.statuses import DnsOutcome, Facts, MailboxOutcome, Reason
+from listhygiene.verdicts import (
+    DEFAULT_MAX_AGE,
+    PEPPER_VARIABLE,
+    Freshness,
+    VerdictStore,
+    VerdictStoreError,
+    parse_duration,
+    parse_max_age,
+)
+
+DAY = 86400.0
+
+
+def result(
+    address: str, mailbox: MailboxOutcome, *, smtp: bool = True, **facts: object
+) -> VerificationResult:
+    domain = address.split("@")[1]
+    return VerificationResult.from_facts(
+        address,
+        Facts(
+            syntax_valid=True,
+            dns=DnsOutcome.MX,
+            smtp_checked=smtp,
+            mailbox=mailbox if smtp else MailboxOutcome.NOT_CHECKED,
+            **facts,  # type: ignore[arg-type]
+        ),
+        domain=domain,
+        mx_records=[f"mx1.{domain}", f"mx2.{domain}"],
+        domain_reputation=DomainReputation(mx_ip="192.0.2.1", checked=True),
+        response_time=42,
+    )
+
+
+def table(*pairs: tuple[str, VerificationResult]) -> pa.Table:
+    return results_table(pairs)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'verdicts.sqlite'}"
+    return request.getfixturevalue("new_pg_database")()
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[VerdictStore]:
+    with VerdictStore(url) as opened:
+        yield opened
+
+
+def test_a_saved_verdict_comes_back_whole(store: VerdictStore) -> None:
+    saved = table(
+        ("alice@example.com", result("alice@example.com", MailboxOutcome.ACCEPTED)),
+        ("info@example.com", result("info@example.com", MailboxOutcome.ACCEPTED, is_role=True)),
+        ("gone@example.com", result("gone@example.com", MailboxOutcome.NOT_FOUND)),
+    )
+    assert store.save(saved, backend="local", checked_at=1000.0) == 3
+    found = store.fetch(pa.array(["gone@example.com", "alice@example.com", "new@example.com"]))
+    assert sorted(found.column(KEY).to_pylist()) == ["alice@example.com", "gone@example.com"]
+    by_key = {r[KEY]: r for r in found.to_pylist()}
+    for row in saved.to_pylist():
+        if row[KEY] not in by_key:
+            continue
+        back = by_key[row[KEY]]
+        assert {k: back[k] for k in [KEY, *arrow_schema(internal=True).names]} == row
+        assert (back["checked_at"], back["backend"]) == (1000.0, "local")
+
+
+def test_unknown_is_never_kept(store: VerdictStore) -> None:
+    grey = result(
+        "grey@example.com", MailboxOutcome.UNDETERMINED, undetermined_reason=Reason.GREYLISTED
+    )
+    assert grey.status.value == "unknown"
+    assert store.save(table(("grey@example.com", grey)), backend="local") == 0
+    assert store.fetch(pa.array(["grey@example.com"])).num_rows == 0
+
+
+def test_freshness_per_status_and_depth(store: VerdictStore) -> None:
+    now = 100 * DAY
+    store.save(
+        table(
+            ("old-valid@example.com", result("old-valid@example.com", MailboxOutcome.ACCEPTED)),
+            ("full@example.com", result("full@example.com", MailboxOutcome.FULL)),
+            ("gone@example.com", result("gone@example.com", MailboxOutcome.NOT_FOUND)),
+        ),
+        backend="local",
+        checked_at=now - 40 * DAY,
+    )
+    store.save(
+        table(
+            (
+                "dns-only@example.com",
+                result("dns-only@example.com", MailboxOutcome.ACCEPTED, smtp=False),
+            )
+        ),
+        backend="local",
+        checked_at=now - DAY,
+    )
+    found = store.fetch(
+        pa.array(
+            [
+                "old-valid@example.com",
+                "full@example.com",
+                "gone@example.com",
+                "dns-only@example.com",
+            ]
+        )
+    )
+    keys = found.column(KEY).to_pylist()
+
+    def reusable(freshness: Freshness, *, smtp: bool) -> set[str]:
+        mask = freshness.reusable(found, check_smtp=smtp, now=now).to_pylist()
+        return {k for k, ok in zip(keys, mask, strict=True) if ok}
+
+    defaults = Freshness.of(None)
+    # 40 days: valid (30 d) and risky (7 d) are stale, invalid (90 d) is not; a DNS-only verdict
+    # never stands in for an SMTP check, but an SMTP verdict serves a DNS-only run
+    assert reusable(defaults, smtp=True) == {"gone@example.com"}
+    assert reusable(defaults, smtp=False) == {"gone@example.com", "dns-only@example.com"}
+    assert reusable(Freshness.of("60d,risky=1d"), smtp=True) == {
+        "old-valid@example.com",
+        "gone@example.com",
+    }
+    assert reusable(Freshness.of({"invalid": DAY}), smtp=False) == {"dns-only@example.com"}
+    assert reusable(Freshness.of(0), smtp=False) == set()
+
+
+def test_max_age_parsing() -> None:
+    assert parse_duration("12h") == 12 * 3600
+    assert parse_duration("2w") == 14 * DAY
+    assert parse_max_age("30d") == dict.fromkeys(set(DEFAULT_MAX_AGE) - {"unknown"}, 30 * DAY)
+    mixed = parse_max_age("risky=2d, 30d")  # order does not matter: the status wins
+    assert (mixed["risky"], mixed["valid"]) == (2 * DAY, 30 * DAY)
+    for bad in ("soon", "unknown=1d", "valid=", "excellent=3d", ""):
+        with pytest.raises(ValueError, match=r"\S"):
+            parse_max_age(bad)
+    assert Freshness.of("365d").limit("unknown") == 0
+
+
+def test_a_newer_verdict_is_never_replaced_by_an_older_one(store: VerdictStore) -> None:
+    address = "bob@example.com"
+    store.save(
+        table((address, result(address, MailboxOutcome.ACCEPTED))),
+        backend="local",
+        checked_at=2000.0,
+    )
+    store.save(
+        table((address, result(address, MailboxOutcome.NOT_FOUND))),
+        backend="late",
+        checked_at=1000.0,
+    )
+    (row,) = store.fetch(pa.array([address])).to_pylist()
+    assert (row["status"], row["checked_at"], row["backend"]) == ("valid", 2000.0, "local")
+    store.save(
+        table((address, result(address, MailboxOutcome.NOT_FOUND))),
+        backend="form-b",
+        checked_at=3000.0,
+    )
+    (row,) = store.fetch(pa.array([address])).to_pylist()
+    assert (row["status"], row["reason"], row["backend"]) == (
+        "invalid",
+        "mailbox_not_found",
+        "form-b",
+    )
+
+
+def test_addresses_never_reach_the_database(tmp_path: Path) -> None:
+    path = tmp_path / "verdicts.sqlite"
+    with VerdictStore(f"sqlite:///{path}") as store:
+        store.save(
+            table(
+                (
+                    "very.private.person@example.com",
+                    result("very.private.person@example.com", MailboxOutcome.ACCEPTED),
+                )
+            ),
+            backend="local",
+        )
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())  # the file and its WAL
+    assert b"very.private.person" not in raw
+    assert b"example.com" in raw  # the domain is kept (mail hosts are per domain)
+
+
+def test_forget_and_prune(store: VerdictStore) -> None:
+    store.save(
+        table(
+            ("alice@example.com", result("alice@example.com", MailboxOutcome.ACCEPTED)),
+            ("bob@example.com", result("bob@example.com", MailboxOutcome.ACCEPTED)),
+        ),
+        backend="local",
+        checked_at=time.time() - 200 * DAY,
+    )
+    store.save(
+        table(("carol@example.com", result("carol@example.com", MailboxOutcome.ACCEPTED))),
+        backend="local",
+    )
+    assert (
+        store.forget([" Alice@Example.COM", "mailto:nobody@example.com"]) == 1
+    )  # read as the pipeline does
+    assert store.stats()["verdicts"] == 2
+    assert store.prune(90 * DAY) == 1  # bob, 200 days old
+    stats = store.stats()
+    assert (stats["verdicts"], stats["by_status"]) == (1, {"valid": 1})
+    assert store.fetch(pa.array(["carol@example.com"])).num_rows == 1
+
+
+def test_the_hashing_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'keyed.sqlite'}"
+    address = "alice@example.com"
+    monkeypatch.setenv(PEPPER_VARIABLE, "a long secret")
+    with VerdictStore(url) as first:
+        first.save(table((address, result(address, MailboxOutcome.ACCEPTED))), backend="local")
+    with VerdictStore(url) as second:  # another process with the same key
+        assert second.fetch(pa.array([address])).num_rows == 1
+    monkeypatch.setenv(PEPPER_VARIABLE, "another secret")
+    with pytest.raises(VerdictStoreError, match=PEPPER_VARIABLE):
+        VerdictStore(url)
+    monkeypatch.delenv(PEPPER_VARIABLE)
+    with pytest.raises(VerdictStoreError, match=PEPPER_VARIABLE):
+        VerdictStore(url)
+    # without a pepper, a store makes its own key, and every process sharing it uses it
+    own = f"sqlite:///{tmp_path / 'own.sqlite'}"
+    with VerdictStore(own) as first:
+        first.save(table((address, result(address, MailboxOutcome.ACCEPTED))), backend="local")
+    with VerdictStore(own) as second:
+        assert second.fetch(pa.array([address])).num_rows == 1
+
+
+def _write(url: str, offset: int, start: float, count: int) -> None:
+    """One writer process: ``count`` addresses, half shared with the other writer, each saved
+    in its own transaction with a time of its own."""
+    with VerdictStore(url) as store:
+        for i in range(count):
+            address = f"user{(offset + i) % (2 * count)}@example.com"
+            outcome = MailboxOutcome.ACCEPTED if offset == 0 else MailboxOutcome.NOT_FOUND
+            store.save(
+                table((address, result(address, outcome))),
+                backend=f"w{offset}",
+                checked_at=start + i,
+            )
+
+
+@pytest.mark.timeout(120)
+def test_two_processes_on_one_postgresql_store_lose_no_verdict(
+    new_pg_database: Callable[[], str],
+) -> None:
+    url = new_pg_database()
+    VerdictStore(url).close()  # migrated once before the race (the race is the writes)
+    count = 60
+    context = multiprocessing.get_context("spawn")
+    writers = [
+        context.Process(target=_write, args=(url, offset, 1000.0 * (1 + n), count))
+        for n, offset in enumerate((0, count // 2))
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(90)
+        assert writer.exitcode == 0
+    addresses = [f"user{i}@example.com" for i in range(2 * count)]
+    with VerdictStore(url) as store:
+        rows = {r[KEY]: r for r in store.fetch(pa.array(addresses)).to_pylist()}
+    written = {f"user{i}@example.com" for i in range(count + count // 2)}
+    assert set(rows) == written  # every address either writer saved
+    for i in range(count // 2, count):  # both wrote these; the second writer's times are later
+        assert rows[f"user{i}@example.com"]["backend"] == "w30", i
