@@ -1,4 +1,10 @@
-"""A self-signed certificate for the sandbox's STARTTLS hosts, made once per process."""
+"""A self-signed certificate for the sandbox's STARTTLS hosts, made once per process.
+
+The certificate and key live in memory; ``ssl`` loads them only from files, so they are written
+into a private temporary folder just long enough to load, and the folder is removed at once: no
+``listhygiene-sandbox-tls-*`` folder outlives the call, however the sandbox later stops
+(in-process, or the ``sandbox up`` daemon killed by ``sandbox down``).
+"""
 
 import datetime
 import functools
@@ -13,8 +19,8 @@ from cryptography.x509.oid import NameOID
 
 
 @functools.cache
-def self_signed_files() -> tuple[Path, Path]:
-    """(certificate, key) PEM files of a self-signed certificate for ``*.test`` names.
+def self_signed_pem() -> tuple[bytes, bytes]:
+    """(certificate, key) PEM of a self-signed certificate for ``*.test`` names.
 
     Real servers often present certificates that do not match or do not chain, which is why a
     verifier uses opportunistic TLS without verification; the sandbox does the same.
@@ -36,22 +42,22 @@ def self_signed_files() -> tuple[Path, Path]:
         )
         .sign(key, hashes.SHA256())
     )
-    folder = Path(tempfile.mkdtemp(prefix="listhygiene-sandbox-tls-"))
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
     )
-    key_path.chmod(0o600)
-    return cert_path, key_path
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
 def server_context() -> ssl.SSLContext:
+    """A server context holding the certificate; the files it was loaded from are gone."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    cert, key = self_signed_files()
-    context.load_cert_chain(cert, key)
+    cert_pem, key_pem = self_signed_pem()
+    with tempfile.TemporaryDirectory(prefix="listhygiene-sandbox-tls-") as folder:
+        cert_path, key_path = Path(folder) / "cert.pem", Path(folder) / "key.pem"
+        cert_path.write_bytes(cert_pem)
+        key_path.touch(mode=0o600)  # the folder is 0700 already; the key never world-readable
+        key_path.write_bytes(key_pem)
+        context.load_cert_chain(cert_path, key_path)
     return context
