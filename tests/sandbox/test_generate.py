@@ -18,6 +18,7 @@ from listhygiene.sandbox.generate import (
     BEHAVIOURS,
     DEFAULT_MIX,
     GREYLIST_DELAY_MS,
+    HOSTILE_MIX,
     RCPT_CAP,
     GeneratedWorld,
     generate_world,
@@ -175,6 +176,34 @@ def test_hostile_behaviours_only_through_mix() -> None:
     assert by_kind["tarpit"] == (Status.UNKNOWN, Reason.SMTP_TIMEOUT)
     assert by_kind["refuse"] == (Status.UNKNOWN, Reason.SMTP_UNREACHABLE)
     assert by_kind["servfail"] == (Status.UNKNOWN, Reason.DNS_ERROR)
+
+
+def test_hostile_mix_adds_silent_pairs_backups_and_greylisting_catch_all() -> None:
+    gen = generate_world(1, mix=HOSTILE_MIX)
+    world = gen.world
+    by_kind: dict[str, set[str]] = {}
+    for address in gen.addresses:
+        by_kind.setdefault(gen.kinds[address], set()).add(domain_of(address))
+    for domain in by_kind["silent_mx"]:
+        hosts = world.mail_hosts_of(domain)
+        assert len(hosts) == 2
+        assert {world.hosts[h].behaviour for h in hosts} == {"silent"}
+    for domain in by_kind["backup_mx"]:
+        primary, backup = world.mail_hosts_of(domain)
+        assert (world.hosts[primary].behaviour, world.hosts[backup].behaviour) == (
+            "silent",
+            "smtp",
+        )
+    for domain in by_kind["greylist_catch_all"]:
+        assert world.domains[domain].catch_all
+        assert all(world.hosts[h].greylist_delay_ms for h in world.mail_hosts_of(domain))
+    expected = {gen.kinds[a]: gen.expected[a] for a in gen.addresses}
+    assert expected["silent_mx"] == (Status.UNKNOWN, Reason.SMTP_TIMEOUT)
+    assert expected["greylist_catch_all"] == (Status.CATCHALL, Reason.CATCH_ALL)
+    backups = [gen.expected[a] for a in gen.addresses if gen.kinds[a] == "backup_mx"]
+    assert (Status.VALID, None) in backups  # the backup's own mailboxes' verdicts
+    greylisting = [h for h in world.hosts.values() if h.greylist_delay_ms]
+    assert {h.greylist_names_delay for h in greylisting} == {True, False}
 
 
 def test_every_behaviour_can_be_generated() -> None:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 import aiosmtplib
 import pytest
 
+from listhygiene.engine.retry import named_delay
 from listhygiene.sandbox import Sandbox
 
 SENDER = "probe@verifier.test"
@@ -27,6 +28,7 @@ WORLD = {
         },
         "catchall.test": {"mx": mx("mx.catchall.test"), "catch_all": True},
         "grey.test": {"mx": mx("mx.grey.test"), "mailboxes": ["erin"]},
+        "named.test": {"mx": mx("mx.named.test"), "mailboxes": ["erin"]},
         "capped.test": {"mx": mx("mx.capped.test"), "mailboxes": [f"u{i}" for i in range(6)]},
         "capped421.test": {"mx": mx("mx.capped421.test"), "mailboxes": [f"u{i}" for i in range(6)]},
         "blocked.test": {"mx": mx("mx.blocked.test"), "mailboxes": ["frank"]},
@@ -57,6 +59,7 @@ WORLD = {
         "mx.acme.test": {},
         "mx.catchall.test": {},
         "mx.grey.test": {"greylist_delay_ms": 400},
+        "mx.named.test": {"greylist_delay_ms": 1500, "greylist_names_delay": True},
         "mx.capped.test": {"max_rcpt_per_connection": 3},
         "mx.capped421.test": {"max_rcpt_per_connection": 3, "too_many_reply": "421"},
         "mx.blocked.test": {"block": {"stage": "rcpt", "blocklist": "zen.spamhaus.org"}},
@@ -173,6 +176,15 @@ async def test_greylisting_defers_then_accepts_after_the_delay(sandbox: Sandbox)
     assert (await probe(sandbox, "mx.grey.test", "erin@grey.test", sender))[0] == 250
     # a new triplet (another sender) starts over
     assert (await probe(sandbox, "mx.grey.test", "erin@grey.test", "other@v.test"))[0] == 450
+
+
+async def test_greylisting_can_name_its_delay(sandbox: Sandbox) -> None:
+    code, message = await probe(sandbox, "mx.named.test", "erin@named.test", "named@v.test")
+    assert code == 450
+    assert message.startswith("4.2.0")
+    assert "Greylisted for 2 seconds" in message  # 1.5 s, in whole seconds rounded up
+    assert named_delay(message) == 2  # as the engine reads it
+    assert (await probe(sandbox, "mx.named.test", "erin@named.test", "named@v.test"))[0] == 450
 
 
 # -- per-connection caps ------------------------------------------------------------------------
@@ -297,12 +309,21 @@ async def test_connection_refused(sandbox: Sandbox) -> None:
 
 
 async def test_silent_host_accepts_tcp_and_never_speaks(sandbox: Sandbox) -> None:
+    stats = sandbox.stats("mx.silent.test")
+    stats.reset()
     reader, writer = await asyncio.open_connection(
         sandbox.address_of("mx.silent.test"), sandbox.smtp_port
     )
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(reader.read(1), timeout=0.5)
     writer.close()
+    await writer.wait_closed()
+    for _ in range(100):  # the server's loop runs in another thread
+        if stats.closed_at:
+            break
+        await asyncio.sleep(0.01)
+    assert len(stats.opened_at) == len(stats.closed_at) == 1
+    assert stats.opened_at[0] < stats.closed_at[0]
     with pytest.raises(aiosmtplib.SMTPTimeoutError):
         await client(sandbox, "mx.silent.test", timeout=0.5).connect()
 
