@@ -16,7 +16,7 @@ from sqlalchemy import select
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.store import Store
 from listhygiene.service.store.models import Job, JobResult
-from tests.service.conftest import _admin_connection
+from tests.conftest import _admin_connection
 from tests.service.live import b
 from tests.service.test_file_job_restart import ADDRESSES, WORLD, Server
 

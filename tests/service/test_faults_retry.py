@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from listhygiene.service.store import Store
 from listhygiene.service.store.retry import backoff, is_transient, retry_async
-from tests.service.conftest import _admin_connection
+from tests.conftest import _admin_connection
 
 
 def _terminate(url: str) -> int:
