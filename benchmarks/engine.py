@@ -1,14 +1,20 @@
 """Engine benchmark: throughput, wall time and memory on a generated sandbox world.
 
     .venv/bin/python benchmarks/engine.py [--seed N] [--domains 300] [--addresses 3000]
-        [--latency-ms 20] [--concurrency 50] [--host-rate R] [--json] [--tracemalloc]
+        [--latency-ms 20] [--concurrency 50] [--host-rate R] [--mix hostile|default]
+        [--retry-delays 1,4,15] [--smtp-timeout S] [--runs 2] [--json] [--tracemalloc]
 
-A world is generated from the seed (:func:`listhygiene.sandbox.generate.generate_world`) and
-served by ``listhygiene sandbox up`` in a separate process, so that the sandbox's servers do not
-share the engine's GIL. One :class:`Engine` then verifies every address with ``verify_many``; the
+A world is generated from the seed (:func:`listhygiene.sandbox.generate.generate_world`, with
+``HOSTILE_MIX`` by default: silent MX pairs, backups behind a silent primary, greylisting and
+greylisting catch-all domains) and served by ``listhygiene sandbox up`` in a separate process, so
+that the sandbox's servers do not share the engine's GIL. One :class:`Engine`, at the engine's
+default settings unless told otherwise, then verifies every address with ``verify_many``; the
 benchmark reports addresses per second, wall time, peak memory, whether every verdict is the one
 the world says it must be (speed bought with wrong answers is worthless), and the round-trip
-lower bound of the same run at the same concurrency.
+lower bound of the same run at the same concurrency. ``--runs 2`` (the default) verifies
+everything once more with a fresh engine on the same sandbox, as after a restart: greylisting
+hosts now know the mailboxes' triplets but not the new catch-all probe's, and no verdict may
+change.
 
 The lower bound (see README.md, "The lower-bound model")
 ---------------------------------------------------------
@@ -24,8 +30,9 @@ most ``rcpt_per_session`` RCPT per transaction. QUIT is not counted: nothing nee
 Each domain's recipients are its distinct addresses plus one catch-all probe. A host that caps
 RCPT per connection (``max_rcpt_per_connection``) forces a new session every ``cap`` recipients
 (counted as if the cap were known from the start). A greylisting host is asked everything twice:
-once to be refused, then, ``retry_delays[0]`` after the refusal (what the engine is configured to
-wait), once more in new sessions.
+once to be refused, then, its greylisting delay after the refusal (no retry can pass earlier),
+once more in new sessions. A domain whose MX hosts are all silent cannot get its time-out verdict
+before one step's time-out (``smtp_timeout``): that is its chain.
 
 For the run, with ``concurrency`` sessions at once overall and ``host_concurrency`` per mail host
 (an IP address; domains share hosts), the wall time is at least the largest of:
