@@ -88,9 +88,7 @@ class Server:
         self.log = log
         stderr: Any = open(log, "a") if log is not None else subprocess.DEVNULL  # noqa: SIM115
         try:
-            self.process = subprocess.Popen(
-                command, env=environment, stdout=stderr, stderr=stderr
-            )
+            self.process = subprocess.Popen(command, env=environment, stdout=stderr, stderr=stderr)
         finally:
             if log is not None:
                 stderr.close()
