@@ -256,14 +256,26 @@ class ListHygieneHook(BaseHook):
 
 
 def _url_from_host(conn: Any) -> str | None:
-    host = conn.host
+    """``scheme://host:port/path`` from the Host field (which may hold a scheme, a path and a
+    port of its own), Schema (the scheme, ``https`` by default) and Port."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    host = str(conn.host or "").strip()
     if not host:
         return None
-    if "://" in host:
-        return str(host)
-    scheme = conn.schema or "https"
-    port = f":{conn.port}" if conn.port else ""
-    return f"{scheme}://{host}{port}"
+    if "://" not in host:
+        host = f"{conn.schema or 'https'}://{host}"
+    parts = urlsplit(host)
+    if conn.port:
+        if parts.port is not None and parts.port != int(conn.port):
+            raise ValueError(
+                f"connection {conn.conn_id!r}: the Host URL names port {parts.port} and the "
+                f"Port field {conn.port}; leave one out"
+            )
+        if parts.port is None:
+            netloc = f"{parts.netloc}:{int(conn.port)}"
+            parts = parts._replace(netloc=netloc)
+    return urlunsplit(parts)
 
 
 def _boolean(value: Any) -> bool:

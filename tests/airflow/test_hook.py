@@ -1,0 +1,51 @@
+"""The hook's URL of a remote service, built from a connection's fields."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.airflow.conftest import set_connection
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"host": "verify.example/a/v1", "port": 8443}, "https://verify.example:8443/a/v1"),
+        (
+            {"host": "verify.example/b/v1", "port": 8080, "schema": "http"},
+            "http://verify.example:8080/b/v1",
+        ),
+        ({"host": "verify.example/a/v1"}, "https://verify.example/a/v1"),
+        ({"host": "http://127.0.0.1/b/v1", "port": 9000}, "http://127.0.0.1:9000/b/v1"),
+        ({"host": "http://127.0.0.1:9000/b/v1", "port": 9000}, "http://127.0.0.1:9000/b/v1"),
+        ({"host": "verify.example", "port": 443}, "https://verify.example:443"),
+    ],
+)
+def test_the_base_url_puts_the_port_after_the_host(
+    airflow_home: Path, monkeypatch: pytest.MonkeyPatch, fields: dict[str, Any], expected: str
+) -> None:
+    from listhygiene_airflow.hooks.verification import ListHygieneHook
+
+    set_connection(
+        monkeypatch, "lh_url", "listhygiene", password="k", extra={"backend": "form-a"}, **fields
+    )
+    assert ListHygieneHook("lh_url").client_settings().base_url == expected
+
+
+def test_a_host_url_with_another_port_than_the_port_field_is_refused(
+    airflow_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from listhygiene_airflow.hooks.verification import ListHygieneHook
+
+    set_connection(
+        monkeypatch,
+        "lh_url",
+        "listhygiene",
+        host="http://127.0.0.1:9000/b/v1",
+        port=9001,
+        password="k",
+        extra={"backend": "form-b"},
+    )
+    with pytest.raises(ValueError, match="9000.*9001"):
+        ListHygieneHook("lh_url").client_settings()
