@@ -266,3 +266,27 @@ async def test_b_async(root_url: str, store: Store) -> None:
         assert [w.id for w in await client.list_webhooks()] == [hook.id]
         await client.delete_webhook(hook.id)
         assert await client.list_webhooks() == ()
+
+
+# -- a base URL that is not the form's root -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("form", "path"), [("a", ""), ("a", "/v1"), ("a", "/b/v1"), ("b", ""), ("b", "/a/v1")]
+)
+def test_a_base_url_without_the_forms_root_says_what_is_wrong(
+    root_url: str, store: Store, form: str, path: str
+) -> None:
+    """A base URL missing ``/a/v1`` (``/b/v1``), or naming the other form, is answered by a 404
+    or a 401 in a body of the wrong shape: the error names the URL and what to check, instead
+    of a bare ``FormAUnknownError: Error``."""
+    key = new_key(store, 10)
+    config = ClientSettings(base_url=f"{root_url}{path}", api_key=key, max_retries=0)
+    client: Any = FormAClient(config) if form == "a" else FormBClient(config)
+    with client, pytest.raises(errors.ServiceError) as raised:
+        client.credits()
+    message = str(raised.value)
+    assert f"{root_url}{path}" in message
+    assert f"not a form {form.upper()} answer" in message
+    assert "is the base URL right?" in message
+    assert f"/{form}/v1" in message

@@ -130,7 +130,27 @@ class ClientCore:
             body = response.json()
         except ValueError:
             body = None  # a proxy's HTML page: the class still follows the status
-        return error_from_response(self.form, response.status_code, body, response.headers)
+        error = error_from_response(self.form, response.status_code, body, response.headers)
+        if _in_form(self.form, body) or response.status_code >= 500:
+            return error
+        # A 4xx that is not the form's error body: most often a base URL that is not the form's
+        # root (a 404 of the site, or the other form's 401). Say so, not a bare "Error".
+        return type(error)(
+            self._not_the_form(response), retry_after=error.retry_after, status=error.status
+        )
+
+    def _not_the_form(self, response: httpx.Response) -> str:
+        form, root = self.form.upper(), f"/{self.form}/v1"
+        try:
+            where = f"{response.request.method} {response.request.url}"
+        except RuntimeError:  # a response built without its request
+            where = "the request"
+        return (
+            f"the service at {self.settings.base_url} answered {where} with "
+            f"{response.status_code} {response.reason_phrase}, not a form {form} answer: is the "
+            f"base URL right? It should be the service's form {form} root, ending in /v1 "
+            f"({root} on listhygiene serve)"
+        )
 
     def backoff(self, attempt: int) -> float:
         """Full jitter: a random wait up to ``backoff_base * 2 ** attempt`` (capped)."""
@@ -148,6 +168,17 @@ class ClientCore:
             except ValueError:
                 return None
         return None
+
+
+def _in_form(form: str, body: Any) -> bool:
+    """Is ``body`` an error body of ``form``? Form A's envelope has ``success`` and a ``code``;
+    form B's body is ``{"error": {"code": ...}}`` without ``success``."""
+    if not isinstance(body, Mapping):
+        return False
+    if form == "a":
+        return "success" in body and "code" in body
+    error = body.get("error")
+    return "success" not in body and isinstance(error, Mapping) and "code" in error
 
 
 class Exchange(Generic[T]):
