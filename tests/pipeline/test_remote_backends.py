@@ -149,11 +149,15 @@ def test_form_a_large_list_through_a_file_job(
     service: Any, contacts: Path, local: Any, tmp_path: Path
 ) -> None:
     _, store = service
-    key, _ = store.create_key("form-a file", 100)
+    key, row = store.create_key("form-a file", 100)
     backend = FormABackend(settings_for(service, key), file_threshold=0, poll_seconds=0.1)
-    listhygiene.clean(contacts, tmp_path / "out", backend=backend)
+    result = listhygiene.clean(contacts, tmp_path / "out", backend=backend)
     assert statuses(tmp_path / "out") == local
     assert [kind for _, kind in jobs_of(store, key)] == ["file"]
+    # a result file has no credits column: the summary reports what the job charged
+    unknown = sum(1 for status, _ in local.values() if status == "unknown")
+    assert store.credits(row.id).consumed == DISTINCT - unknown
+    assert result.summary["credits"]["used"] == DISTINCT - unknown
 
 
 class SmallJobs(FormBBackend):
@@ -214,6 +218,7 @@ def test_a_run_that_died_after_submitting_reads_its_job_instead_of_submitting_ag
     assert statuses(tmp_path / "out") == local
     unknown = sum(1 for status, _ in local.values() if status == "unknown")
     assert store.credits(row.id).consumed == DISTINCT - unknown  # paid once
+    assert result.summary["credits"]["used"] == DISTINCT - unknown  # and reported
 
 
 def test_cli_killed_after_submission_resumes_the_remote_job(
@@ -246,6 +251,7 @@ def test_cli_killed_after_submission_resumes_the_remote_job(
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["rows"]["by_status"]["valid"] == 40
     assert store.credits(row.id).consumed == 40
+    assert summary["credits"]["used"] == 40
     assert summary["addresses"]["resumed"] is True
 
 
@@ -269,7 +275,7 @@ def test_cli_errors_of_a_remote_backend(service: Any, contacts: Path, tmp_path: 
         env={**env, "LISTHYGIENE_API_KEY": "lh_wrong"},
         timeout=60,
     )
-    assert wrong.returncode == 1
+    assert wrong.returncode == 4  # PRODUCT.md: the backend refused
     assert "Invalid or missing API key" in wrong.stderr
     assert "Traceback" not in wrong.stderr
 
@@ -352,7 +358,7 @@ def test_a_resumed_form_a_file_job_is_read_from_its_result_file(
     """A run that resumes has only the result file to match rows to addresses, and the service
     escaped the cells that start like a formula (``-dash@...`` comes back as ``'-dash@...``)."""
     _, store = service
-    key, _ = store.create_key("resume-file", 100)
+    key, row = store.create_key("resume-file", 100)
     path = tmp_path / "dash.csv"
     path.write_text("Email\n-dash@acme.test\nalice@acme.test\n+plus@acme.test\n")
     settings = settings_for(service, key)
@@ -371,6 +377,8 @@ def test_a_resumed_form_a_file_job_is_read_from_its_result_file(
         "alice@acme.test": "valid",
         "+plus@acme.test": "invalid",
     }
+    assert store.credits(row.id).consumed == 3
+    assert result.summary["credits"]["used"] == 3
 
 
 async def test_an_event_before_the_status_catches_up_does_not_make_the_wait_spin(
@@ -400,3 +408,27 @@ async def test_an_event_before_the_status_catches_up_does_not_make_the_wait_spin
             select(func.sum(RateWindow.count)).where(RateWindow.api_key_id == row.id)
         ).scalar_one()
     assert requests < 40  # a spinning wait makes hundreds
+
+
+def test_a_result_file_carries_the_credits_its_job_charged() -> None:
+    """A result file has no credits column: one credit per result that is not unknown, unless
+    the job's status says it charged another number, which is then what the rows add up to."""
+    from listhygiene.pipeline.remote import _file_results
+
+    data = (
+        b"id,email,status,score,reason,is_deliverable,is_disposable,is_catchall,is_role,"
+        b"is_free,smtp_check\n"
+        b"0,a@x.test,valid,0.95,,true,false,false,false,false,true\n"
+        b"1,b@x.test,unknown,0.3,smtp_timeout,false,false,false,false,false,true\n"
+        b"2,c@x.test,invalid,0.0,mailbox_not_found,false,false,false,false,false,true\n"
+    )
+
+    def used(charged: int | None) -> list[int]:
+        table = _file_results(data, None, charged=charged)
+        return table.column("credits_used").to_pylist()
+
+    assert used(None) == [1, 0, 1]
+    assert used(2) == [1, 0, 1]
+    assert used(3) == [1, 1, 1]  # a service that charges unknown results too
+    assert used(1) == [1, 0, 0]
+    assert sum(used(0)) == 0

@@ -160,7 +160,8 @@ class FormABackend(_Remote):
         done = await self._wait(job.job_id, lambda: self.client.file_job(job.job_id))
         if done.status != "completed":
             raise self._failed(done, job)
-        yield _file_results(await self.client.file_results(job.job_id), emails)
+        data = await self.client.file_results(job.job_id)
+        yield _file_results(data, emails, charged=done.credits_used)
 
     async def _bulk(self, emails: list[str], check_smtp: bool) -> AsyncIterator["pa.Table"]:
         batches = [emails[i : i + _BULK_SIZE] for i in range(0, len(emails), _BULK_SIZE)]
@@ -241,16 +242,22 @@ def _upload(emails: Sequence[str]) -> bytes:
     return out.getvalue().encode()
 
 
-def _file_results(data: bytes, emails: list[str] | None) -> "pa.Table":
+def _file_results(
+    data: bytes, emails: list[str] | None, *, charged: int | None = None
+) -> "pa.Table":
     """A form A result file as a result table, each row matched to its address by ``id``.
 
     The file carries form A's verdict columns only (status, score, reason and the flags); the
     rest of the shared result (domain, DNS and mailbox facts) is inferred from them as
-    :meth:`VerificationResult.from_form_a` does.
+    :meth:`VerificationResult.from_form_a` does. It has no credits column either: the credits
+    the job charged (``charged``, from its status) are spread over its rows, so that the run's
+    summary, which adds up its rows, reports what the service took.
     """
     frame = read_results_csv(data)
+    rows = frame.to_dict("records")
+    credits = _spread(charged, [str(row.get("status")) != "unknown" for row in rows])
     pairs: list[tuple[str, VerificationResult]] = []
-    for row in frame.to_dict("records"):
+    for row, used in zip(rows, credits, strict=True):
         email = (
             emails[int(row["id"])] if emails is not None else unescape_formula(str(row["email"]))
         )
@@ -259,6 +266,23 @@ def _file_results(data: bytes, emails: list[str] | None) -> "pa.Table":
             "email": email,
             "domain": domain,
             **{k: row[k] for k in RESULT_COLUMNS if k in row},
+            "credits_used": used,
         }
         pairs.append((email, VerificationResult.from_form_a(fields)))
     return results_table(pairs)
+
+
+def _spread(charged: int | None, billable: Sequence[bool]) -> list[int]:
+    """One credit per billable row (form A's rule: an unknown result is free), unless the job
+    says it charged another number: then that number, billable rows first, so the total is the
+    job's own."""
+    credits = [1 if b else 0 for b in billable]
+    if charged is None or charged == sum(credits) or not credits:
+        return credits
+    order = sorted(range(len(credits)), key=lambda i: not billable[i])
+    credits = [0] * len(credits)
+    for i in order[: max(0, charged)]:
+        credits[i] = 1
+    if charged > len(credits):
+        credits[order[0]] += charged - len(credits)
+    return credits
