@@ -282,6 +282,7 @@ def test_a_killed_run_resumes_without_repeating_work(sandbox: Sandbox, tmp_path:
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     assert not (out / "summary.json").exists()
+    saved = set(pq.read_table(parts).column(KEY).to_pylist())  # what the killed run kept
     asked_before = len(stats.recipients)
     second = _cli(env, "clean", str(path), "--out", str(out))
     _, err = second.communicate(timeout=120)
@@ -290,9 +291,9 @@ def test_a_killed_run_resumes_without_repeating_work(sandbox: Sandbox, tmp_path:
     assert summary["addresses"]["resumed"] is True
     assert summary["addresses"]["reused"] > 0
     assert summary["addresses"]["reused"] + summary["addresses"]["verified"] == 60
+    assert not (out / ".listhygiene").exists()  # published: no work state among the outputs
     # what the first run had saved was not asked again
-    saved = set(summary_saved := pq.read_table(parts).column(KEY).to_pylist())
-    assert len(summary_saved) >= summary["addresses"]["reused"]
+    assert len(saved) >= summary["addresses"]["reused"]
     asked_again = {r for r in stats.recipients[asked_before:] if not r.startswith("lh-")}
     first_run_saved = saved - asked_again
     assert len(first_run_saved) == summary["addresses"]["reused"]
@@ -351,3 +352,78 @@ def test_check_smtp_follows_the_engine_settings_unless_given(
     )
     assert on.counts["invalid"] == 1
     assert on.passed
+
+
+# -- what a run leaves behind (issue 14, item 7; docs/pipeline.md, "Resume") --------------------
+
+OUTPUTS = {f"{s}.parquet" for s in STATUSES} | {"summary.json", "report.html"}
+
+
+def test_a_finished_run_leaves_only_its_outputs(
+    sandbox: Sandbox, contacts: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    listhygiene.clean(contacts, out, settings=settings(sandbox), check_smtp=False)
+    assert {p.name for p in out.iterdir()} == OUTPUTS  # no .listhygiene work folder
+
+
+def test_a_finished_run_to_a_url_leaves_no_work_folder_in_the_cache(
+    sandbox: Sandbox, contacts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fsspec
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    url = "memory://listhygiene-test/finished"
+    listhygiene.clean(contacts, url, settings=settings(sandbox), check_smtp=False)
+    names = {p.rsplit("/", 1)[-1] for p in fsspec.filesystem("memory").ls(url, detail=False)}
+    assert names == OUTPUTS
+    runs = tmp_path / "cache" / "listhygiene" / "runs"
+    assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_a_failed_run_keeps_its_work_folder_for_the_rerun(
+    sandbox: Sandbox, contacts: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    backend = _BrokenBackend(LocalBackend(settings(sandbox)))
+    with pytest.raises(QualityError):
+        listhygiene.clean(contacts, out, backend=backend, check_smtp=False)
+    assert (out / ".listhygiene" / "manifest.json").exists()
+    assert not (out / "summary.json").exists()
+
+
+def test_without_an_output_folder_the_temporary_folder_lives_as_long_as_the_result(
+    sandbox: Sandbox, contacts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    result = listhygiene.clean(contacts, settings=settings(sandbox), check_smtp=False)
+    folder = Path(result.out)
+    assert folder.parent == tmp_path / "tmp"
+    assert {p.name for p in folder.iterdir()} == OUTPUTS
+    assert len(result["valid"]) == 7  # read from the folder, lazily
+    del result
+    gc.collect()
+    assert not folder.exists()
+    closed = listhygiene.clean(contacts, settings=settings(sandbox), check_smtp=False)
+    with closed:
+        assert len(closed["valid"]) == 7
+    assert not Path(closed.out).exists()
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_without_an_output_folder_a_failed_run_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    from listhygiene.pipeline.sources import SourceError
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    frame = pd.DataFrame({"name": ["Ann"], "city": ["Rome"]})  # no email column
+    with pytest.raises(SourceError):
+        listhygiene.clean(frame, check_smtp=False, dns_server="127.0.0.1:9")
+    assert list(tmp_path.iterdir()) == []

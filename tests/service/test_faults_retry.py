@@ -3,6 +3,7 @@ databases: a terminated PostgreSQL backend, SQLite's "database is locked"; and t
 pre-ping that keeps a terminated idle backend from reaching a caller (docs/service.md, Faults)."""
 
 import asyncio
+import socket
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +56,34 @@ def test_without_pre_ping_a_terminated_backend_is_a_transient_error(
             _key_count(store)  # without pre-ping the caller meets the dead connection
     assert is_transient(raised.value)
     assert raised.value.connection_invalidated
+
+
+@pytest.mark.timeout(60)
+def test_a_silent_postgresql_host_is_a_transient_error_not_a_hang() -> None:
+    """A host that accepts the connection and never answers (a partition, a hung server): the
+    connection attempt gives up after its time-out instead of holding the worker forever."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        with pytest.raises(OperationalError) as raised:
+            Store(f"postgresql://nobody@127.0.0.1:{port}/db")
+    assert is_transient(raised.value)
+
+
+@pytest.mark.timeout(60)
+def test_postgresql_connections_keep_alive(new_pg_database: Callable[[], str]) -> None:
+    """TCP keepalives on every connection: a peer that vanished is noticed by the operating
+    system within about a minute, and the statement waiting on it fails (and is retried)."""
+    with Store(new_pg_database()) as store, store.engine.connect() as conn:
+        parameters = conn.connection.dbapi_connection.info.get_parameters()  # type: ignore[union-attr]
+    assert parameters["keepalives"] == "1"
+    assert int(parameters["keepalives_idle"]) <= 60
+    # a URL's own settings win
+    url = new_pg_database() + "?keepalives_idle=45&connect_timeout=7"
+    with Store(url) as store, store.engine.connect() as conn:
+        parameters = conn.connection.dbapi_connection.info.get_parameters()  # type: ignore[union-attr]
+    assert (parameters["keepalives_idle"], parameters["connect_timeout"]) == ("45", "7")
 
 
 def test_database_is_locked_is_transient(tmp_path: Path) -> None:

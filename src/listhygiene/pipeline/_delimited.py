@@ -18,12 +18,17 @@ own, whose byte offsets we know:
 3. A record that spans lines may be a quote that never ends, swallowing the lines after it:
    pyarrow reads both alike. So a chunk holding any multi-line record is scanned with Python's
    ``csv`` module in strict mode up to the last such record. A quoted field that does not end
-   properly (end of data, a quote followed by other text, a record over 1 MiB) is an
+   properly (end of data, a quote followed by other text, a record over 1 MiB,
+   ``MAX_LINE_BYTES``) is an
    unterminated quote: its first line is kept as one row (bad record "unterminated quote", the
    rest of that line split at the delimiter), and the rest of the chunk is read by the scanner
    from the next line on, so every line after it is its own record again. A record that the
    chunk's end cuts short is left to the next chunk.
 4. Should pyarrow refuse a chunk for any other reason, the Python scanner reads that chunk.
+
+No line may be longer than ``MAX_LINE_BYTES`` (1 MiB): a longer one (a file of one huge line,
+a binary file) stops the reading with a :class:`SourceError`, after reading at most a chunk past
+the limit, never the whole line (docs/pipeline.md, "Reading").
 
 A file without multi-line values never leaves pyarrow; one full of them is read at the Python
 scanner's pace (a few seconds per million rows). Blank lines are not records, and neither is a
@@ -53,12 +58,15 @@ import pyarrow.csv as pacsv
 from listhygiene.pipeline._encoding import Utf8Text, open_text
 from listhygiene.pipeline.prepare import trim_invisible
 from listhygiene.pipeline.sources import (
+    MAX_LINE_BYTES,
     BadRecord,
+    LineTooLong,
     Source,
     SourceError,
     SourceInfo,
     bad_record,
     empty_batch,
+    line_too_long,
     rebatch,
     string_schema,
     unique_names,
@@ -68,6 +76,7 @@ __all__ = [
     "UNTERMINATED",
     "CsvSource",
     "TxtSource",
+    "check_first_line",
     "has_content",
     "next_chunk",
     "sniff_delimiter",
@@ -81,7 +90,7 @@ _SNIFF_LINES = 50
 _MIN_CHUNK = 256 << 10
 _MAX_CHUNK = 32 << 20
 #: A record spanning lines is not allowed past this size: it is an unterminated quote.
-_RECORD_LIMIT = 1 << 20
+_RECORD_LIMIT = MAX_LINE_BYTES
 
 #: Bad records of a chunk: (row index in the chunk's table, problem, raw text).
 _Problems = list[tuple[int, str, str]]
@@ -93,6 +102,7 @@ class CsvSource(Source):
     def __init__(self, path: Path, *, encoding: str | None = None) -> None:
         self._text = open_text(path, encoding)
         head = self._text.read_head(_HEAD)
+        check_first_line(head, _HEAD, path, self._text.start)
         self._delimiter = sniff_delimiter(head.decode("utf-8", errors="ignore"))
         self.info = SourceInfo(
             kind="csv", name=str(path), encoding=self._text.encoding, delimiter=self._delimiter
@@ -125,13 +135,19 @@ class CsvSource(Source):
         position = self._data_start
         with self._text.path.open("rb") as file:
             size = os.fstat(file.fileno()).st_size
-            while chunk := next_chunk(file, position, chunk_size, quotes=True):
+            while chunk := self._next(file, position, chunk_size, quotes=True):
                 at_end = position + len(chunk) >= size
                 table, problems, used = self._parse_chunk(chunk, at_end)
                 bad.extend(bad_record(emitted + i + 1, what, text) for i, what, text in problems)
                 emitted += table.num_rows
                 position += used
                 yield table
+
+    def _next(self, file: BinaryIO, position: int, size: int, *, quotes: bool) -> bytes:
+        try:
+            return next_chunk(file, position, size, quotes=quotes)
+        except LineTooLong as exc:
+            raise line_too_long(self.info.name, exc.offset) from None
 
     def _parse_chunk(self, chunk: bytes, at_end: bool) -> tuple[pa.Table, _Problems, int]:
         """The chunk's rows, its bad records (row index, problem, text), and the bytes used."""
@@ -319,10 +335,16 @@ class TxtSource(Source):
         chunk = min(_MAX_CHUNK, max(_MIN_CHUNK, rows * 64))
         yield from rebatch(self._read(chunk), rows, self._SCHEMA)
 
+    def _next(self, file: BinaryIO, position: int, size: int) -> bytes:
+        try:
+            return next_chunk(file, position, size, quotes=False)
+        except LineTooLong as exc:
+            raise line_too_long(self.info.name, exc.offset) from None
+
     def _read(self, chunk_size: int) -> Generator[pa.Table, None, None]:
         position = self._text.start
         with self._text.path.open("rb") as file:
-            while chunk := next_chunk(file, position, chunk_size, quotes=False):
+            while chunk := self._next(file, position, chunk_size):
                 position += len(chunk)
                 text = chunk.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
                 lines = pa.array(text.split("\n"), pa.string())
@@ -390,6 +412,13 @@ def whole_lines(data: bytes, *, at_end: bool) -> bytes:
     return data[:cut] if cut else data
 
 
+def check_first_line(head: bytes, size: int, path: object, start: int) -> None:
+    """Refuse a file whose head (``size`` bytes asked for) holds no line end: its first line is
+    longer than any line may be."""
+    if len(head) >= min(size, MAX_LINE_BYTES) and not _last_line_end(head, len(head)):
+        raise line_too_long(path, start)
+
+
 def has_content(text: Utf8Text) -> bool:
     """Whether the text holds anything but ASCII whitespace."""
     with text.path.open("rb") as file:
@@ -421,27 +450,57 @@ def _first_rows(pieces: Generator[pa.Table, None, None], rows: int, schema: pa.S
 
 
 def next_chunk(file: BinaryIO, position: int, size: int, *, quotes: bool) -> bytes:
-    """Whole lines from ``position``: about ``size`` bytes, ending outside quotes if it can."""
+    """Whole lines from ``position``: about ``size`` bytes, ending outside quotes if it can.
+
+    :class:`LineTooLong` when a line is longer than ``MAX_LINE_BYTES``; a line longer than the
+    chunk is read on only up to that limit.
+    """
     file.seek(position)
     data = file.read(size)
     if len(data) < size:
+        _check_lines(data, position)
         return data  # the rest of the file
     cut = _last_line_end(data, len(data))
-    while not cut:  # one line longer than the chunk: take all of it
-        more = file.read(size)
-        if not more:
-            return data
-        data += more
+    if not cut:  # one line longer than the chunk: take all of it, up to the limit
+        pieces, length = [data], len(data)
+        while not cut:
+            if length > MAX_LINE_BYTES:
+                raise LineTooLong(position)
+            more = file.read(size)
+            if not more:
+                break
+            pieces.append(more)
+            length += len(more)
+            cut = _last_line_end(more, len(more))
+        data = b"".join(pieces)
         cut = _last_line_end(data, len(data))
-    if not quotes:
-        return data[:cut]
-    count = data.count(b'"', 0, cut)
-    end = cut
-    while count % 2 and end:
-        previous = _last_line_end(data, end - 1)
-        count -= data.count(b'"', previous, end)
-        end = previous
-    return data[: end or cut]
+        if not cut:
+            _check_lines(data, position)
+            return data
+    if quotes:
+        count = data.count(b'"', 0, cut)
+        end = cut
+        while count % 2 and end:
+            previous = _last_line_end(data, end - 1)
+            count -= data.count(b'"', previous, end)
+            end = previous
+        cut = end or cut
+    chunk = data[:cut]
+    _check_lines(chunk, position)
+    return chunk
+
+
+def _check_lines(chunk: bytes, position: int) -> None:
+    """:class:`LineTooLong` when a line of the chunk (at ``position`` in the file) is too long."""
+    if len(chunk) <= MAX_LINE_BYTES:
+        return
+    data = np.frombuffer(chunk, dtype=np.uint8)
+    ends = np.flatnonzero((data == 0x0A) | (data == 0x0D))
+    bounds = np.concatenate(([-1], ends, [len(chunk)]))
+    lengths = np.diff(bounds) - 1
+    longest = int(np.argmax(lengths))
+    if lengths[longest] > MAX_LINE_BYTES:
+        raise LineTooLong(position + int(bounds[longest]) + 1)
 
 
 def _last_line_end(data: bytes, end: int) -> int:

@@ -14,25 +14,42 @@ not a row.
 
 A ``.json`` file is read this way only when it is JSON lines; a JSON document (an array, a
 pretty-printed object) is refused with a message saying so.
+
+Bounds (docs/pipeline.md, "Reading"): a line longer than ``MAX_LINE_BYTES``, or a value nested
+deeper than ``MAX_DEPTH`` levels, refuses the file with a :class:`SourceError` naming the line.
+The depth is checked on every block *before* pyarrow parses it: pyarrow's JSON reader crashes
+the process (a stack overflow) on a value nested some ten thousand levels deep, and Python's
+``json`` raises ``RecursionError`` from about a thousand. The check is vectorised: only a line
+holding more than ``MAX_DEPTH`` opening brackets at all is measured, its strings left out.
 """
 
 import json
+import re
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.json as pajson
 
-from listhygiene.pipeline._delimited import has_content, next_chunk, whole_lines
+from listhygiene.pipeline._delimited import (
+    check_first_line,
+    has_content,
+    next_chunk,
+    whole_lines,
+)
 from listhygiene.pipeline._encoding import open_text
 from listhygiene.pipeline.sources import (
+    MAX_DEPTH,
     BadRecord,
+    LineTooLong,
     Source,
     SourceError,
     SourceInfo,
     bad_record,
     infer_type,
+    line_too_long,
     rebatch,
     unique_names,
     values_to_array,
@@ -44,6 +61,9 @@ _HEAD = 1 << 20
 _SAMPLE_LINES = 1000
 _MIN_CHUNK = 1 << 20
 _MAX_CHUNK = 32 << 20
+#: A JSON string, escapes included (its brackets are text, not nesting).
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 
 class JsonlSource(Source):
@@ -57,11 +77,12 @@ class JsonlSource(Source):
         if not has_content(self._text):
             raise SourceError(f"{path} is empty")
         head = self._text.read_head(_HEAD)
-        lines = [
-            line
-            for line in whole_lines(head, at_end=len(head) < _HEAD).decode("utf-8").split("\n")
-            if line.strip()
-        ][:_SAMPLE_LINES]
+        check_first_line(head, _HEAD, path, self._text.start)
+        sampled = whole_lines(head, at_end=len(head) < _HEAD)
+        self._check_depth(sampled, 1)
+        lines = [line for line in sampled.decode("utf-8").split("\n") if line.strip()][
+            :_SAMPLE_LINES
+        ]
         objects = [_object(line)[0] for line in lines]
         if require_lines and (not lines or objects[0] is None):
             raise SourceError(
@@ -98,15 +119,40 @@ class JsonlSource(Source):
 
     def _read(self, chunk_size: int, bad: list[BadRecord]) -> Generator[pa.Table, None, None]:
         emitted = 0
+        line = 1
         position = self._text.start
         with self._text.path.open("rb") as file:
-            while chunk := next_chunk(file, position, chunk_size, quotes=False):
+            while chunk := self._next(file, position, chunk_size):
                 position += len(chunk)
+                self._check_depth(chunk, line)
+                line += chunk.count(b"\n")
                 table = self._parse_with_arrow(chunk)
                 if table is None:
                     table = self._parse_lines(chunk, emitted, bad)
                 emitted += table.num_rows
                 yield table
+
+    def _next(self, file: Any, position: int, size: int) -> bytes:
+        try:
+            return next_chunk(file, position, size, quotes=False)
+        except LineTooLong as exc:
+            raise line_too_long(self.info.name, exc.offset) from None
+
+    def _check_depth(self, chunk: bytes, first_line: int) -> None:
+        """Refuse the input when a line of ``chunk`` (whose first line is ``first_line`` of the
+        file) nests deeper than ``MAX_DEPTH``."""
+        if chunk.count(b"[") + chunk.count(b"{") <= MAX_DEPTH:
+            return
+        data = np.frombuffer(chunk, dtype=np.uint8)
+        opened = np.concatenate(([0], np.cumsum((data == 0x5B) | (data == 0x7B))))
+        starts = np.concatenate(([0], np.flatnonzero(data == 0x0A) + 1, [len(chunk)]))
+        per_line = np.diff(opened[starts])
+        for index in np.flatnonzero(per_line > MAX_DEPTH).tolist():
+            if _depth(chunk[starts[index] : starts[index + 1]]) > MAX_DEPTH:
+                raise SourceError(
+                    f"{self.info.name}: line {first_line + index} holds a value nested deeper "
+                    f"than {MAX_DEPTH} levels (the most a value may nest)"
+                )
 
     def _parse_with_arrow(self, chunk: bytes) -> pa.Table | None:
         try:
@@ -142,6 +188,15 @@ class JsonlSource(Source):
         for index in sorted(problems):
             bad.append(bad_record(emitted + index + 1, "; ".join(problems[index]), texts[index]))
         return pa.Table.from_arrays(columns, schema=self._schema)
+
+
+def _depth(line: bytes) -> int:
+    """How deep a line's JSON nests, strings left out (an unterminated string's brackets count)."""
+    brackets = np.frombuffer(_STRING.sub(b"", line).translate(None, _NOT_BRACKETS), np.uint8)
+    if not len(brackets):
+        return 0
+    steps = np.where((brackets == 0x5B) | (brackets == 0x7B), 1, -1)
+    return int(np.cumsum(steps).max())
 
 
 def _object(line: str) -> tuple[dict[str, Any] | None, str | None]:

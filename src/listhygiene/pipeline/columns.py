@@ -23,6 +23,10 @@ The decision, in order:
    error when two tie;
 5. with no address in the sample at all (an empty table, a column of placeholders): the first
    plain candidate, else the single qualified one, else an error.
+
+Only a column whose cells can be read as text can hold addresses: a nested column (a list,
+struct or map, from Parquet, a DataFrame or an Arrow table) is never chosen, and naming one, or
+a table without any other, is a :class:`SourceError` saying so.
 """
 
 import re
@@ -83,7 +87,16 @@ def find_email_column(
     """The name of the column holding the addresses; :class:`SourceError` when it is unclear."""
     names = list(schema.names)
     if requested is not None:
-        return _requested(names, requested, source_name)
+        return _textual(schema, _requested(names, requested, source_name), source_name)
+    nested = [n for n in names if not _readable(schema.field(n).type)]
+    if nested and len(nested) == len(names):
+        _explain_nested(schema, nested, source_name)
+        raise SourceError(
+            f"{source_name} has no column of text that could hold addresses (columns: "
+            f"{_listing([f'{n} {schema.field(n).type}' for n in nested])}); nested values "
+            "(lists, structs, maps) are not read as addresses"
+        )
+    names = [n for n in names if n not in nested]
     ranks = {name: header_rank(name) for name in names}
     shares = {name: _address_share(sample, name) for name in names}
     plain = [n for n in names if ranks[n] == _PLAIN]
@@ -112,6 +125,7 @@ def find_email_column(
         return qualified[0]
     if qualified:
         raise _ambiguous(qualified, source_name)
+    _explain_nested(schema, nested, source_name)
     raise SourceError(
         f"no email column found in {source_name} (columns: {_listing(names)}); "
         "name it with --email-column"
@@ -140,6 +154,34 @@ def _requested(names: list[str], requested: str, source_name: str) -> str:
             f"({_listing(folded)}); give the exact name"
         )
     raise SourceError(f"{source_name} has no column {requested!r} (columns: {_listing(names)})")
+
+
+def _readable(type_: pa.DataType) -> bool:
+    """Whether cells of this type can be read as text (what :func:`clean_cells` does)."""
+    if pa.types.is_string(type_) or pa.types.is_null(type_):
+        return True
+    try:
+        pc.cast(pa.array([], type_), pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
+    return True
+
+
+def _textual(schema: pa.Schema, name: str, source_name: str) -> str:
+    type_ = schema.field(name).type
+    if not _readable(type_):
+        raise SourceError(
+            f"{source_name}: column {name!r} holds {type_} values, not text, so it cannot hold "
+            "addresses; name a column of text with --email-column"
+        )
+    return name
+
+
+def _explain_nested(schema: pa.Schema, nested: list[str], source_name: str) -> None:
+    """An address header on a nested column: the error says why that column is not used."""
+    for name in nested:
+        if header_rank(name) != _OTHER:
+            _textual(schema, name, source_name)
 
 
 def _address_share(sample: pa.Table, name: str) -> tuple[int, float]:

@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -155,6 +156,25 @@ class CleanResult:
         counts = ", ".join(f"{s}={n}" for s, n in self.counts.items() if n)
         return f"<CleanResult {self.out}: {self.summary['rows']['total']} rows ({counts})>"
 
+    # -- a temporary output folder (clean() without one): it lives as long as the result --------
+
+    def own_folder(self) -> None:
+        """Remove :attr:`out` when this result is closed or garbage-collected (or at exit):
+        the frames are read from its files on demand, so it must outlive nothing but them."""
+        self._finalizer = weakref.finalize(self, _remove_tree, self.out)
+
+    def close(self) -> None:
+        """Remove a temporary output folder now; frames already read stay usable."""
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer()
+
+    def __enter__(self) -> "CleanResult":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def clean(source: Any, out: str | os.PathLike[str] | None = None, **options: Any) -> CleanResult:
     """Clean an address table; see :func:`aclean` for the options. Blocking, for scripts and
@@ -195,7 +215,8 @@ async def aclean(
     """
     if quality not in ("fail", "warn"):
         raise ValueError("quality must be 'fail' or 'warn'")
-    if out is None:
+    temporary = out is None
+    if out is None:  # a folder of the result's own, removed with it (docs/pipeline.md)
         import tempfile
 
         out = tempfile.mkdtemp(prefix="listhygiene-")
@@ -217,7 +238,15 @@ async def aclean(
             **engine_overrides,
         },
     )
-    return await run.execute()
+    try:
+        result = await run.execute()
+    except BaseException:
+        if temporary:
+            _remove_tree(os.fspath(out))
+        raise
+    if temporary:
+        result.own_folder()
+    return result
 
 
 def submit(source: Any, out: str | os.PathLike[str], **options: Any) -> list[JobRef]:
@@ -381,7 +410,7 @@ class _Run:
             raise
         finally:
             await backend.aclose()
-        work.set_stage("done")
+        work.remove()  # published: the work state goes (docs/pipeline.md, "Resume")
         return CleanResult(self.out, summary)
 
     # -- set-up ----------------------------------------------------------------------------------
@@ -420,6 +449,7 @@ class _Run:
         import pyarrow.compute as pc
 
         from listhygiene.pipeline.prepare import clean_cells
+        from listhygiene.pipeline.sources import SourceError
 
         if work.stage not in ("new", "reading"):
             keys = [t.column(ADDRESS) for t in work.rows()]
@@ -429,15 +459,19 @@ class _Run:
         work.set_stage("reading")
         total = 0
         keys = []
-        for index, batch in enumerate(source.batches()):
-            chunk = pa.Table.from_batches([batch])
-            cleaned = clean_cells(chunk.column(column))
-            numbers = pa.array(np.arange(total + 1, total + len(chunk) + 1, dtype=np.int64))
-            staged = chunk.append_column(ROW, numbers).append_column(ADDRESS, cleaned)
-            work.write_rows(index, staged)
-            keys.append(pc.unique(cleaned))
-            total += len(chunk)
-            self.progress("read", total, 0)
+        try:
+            for index, batch in enumerate(source.batches()):
+                chunk = pa.Table.from_batches([batch])
+                cleaned = clean_cells(chunk.column(column))
+                numbers = pa.array(np.arange(total + 1, total + len(chunk) + 1, dtype=np.int64))
+                staged = chunk.append_column(ROW, numbers).append_column(ADDRESS, cleaned)
+                work.write_rows(index, staged)
+                keys.append(pc.unique(cleaned))
+                total += len(chunk)
+                self.progress("read", total, 0)
+        except SourceError:
+            work.remove()  # a half-read input is refused, not resumed: nothing is left
+            raise
         distinct = _distinct(keys)
         self.bad_records = [dataclasses.asdict(b) for b in source.info.bad_records]
         work.set_stage(
@@ -790,6 +824,12 @@ def _run_health(
         }
     )
     return health.as_dict()
+
+
+def _remove_tree(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _absolute(out: str | os.PathLike[str]) -> str:

@@ -21,6 +21,12 @@ What :func:`open_source` accepts::
 Errors are :class:`SourceError` (a ``ValueError``) and name the input: the path, or the URL with
 its password masked.
 
+Only regular files are read: a path (after its symlinks) that is a FIFO, a device such as
+``/dev/zero``, a socket or a directory is refused before it is opened, so nothing ever blocks on
+it or reads it forever. And what one record may cost is bounded (docs/pipeline.md, "Reading"):
+no line of a text file (CSV, TXT, JSON lines) longer than :data:`MAX_LINE_BYTES`, no JSON value
+nested deeper than :data:`MAX_DEPTH` levels; beyond either the input is refused.
+
 Column names are made unique and non-empty (``Email``, ``Email_2``, ``column_3``). Text formats
 (CSV, TXT, XLSX, XLS) give string columns; the others keep their own types, except that a column
 of type null becomes string, so that every batch has the same schema. JSONL and SQL types come
@@ -30,6 +36,7 @@ column is null, and its row a bad record. An input without rows gives one empty 
 
 import os
 import re
+import stat
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
@@ -44,6 +51,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KINDS",
+    "MAX_DEPTH",
+    "MAX_LINE_BYTES",
     "BadRecord",
     "Source",
     "SourceError",
@@ -67,6 +76,11 @@ _EXTENSIONS = {
     ".ndjson": "jsonl",
     ".json": "json",  # JSON lines only; checked when opened
 }
+#: The longest line a text input (CSV, TXT, JSON lines) may have, in bytes of UTF-8; also the
+#: most a CSV record spanning lines may take before it is taken for an unterminated quote.
+MAX_LINE_BYTES = 1 << 20
+#: The deepest a JSON value may nest (arrays and objects, the line's own object counted).
+MAX_DEPTH = 64
 #: A bad record's text is kept up to this many characters.
 _TEXT_LIMIT = 200
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -165,10 +179,7 @@ def _open_file(path: Path, kind: str | None, encoding: str | None) -> Source:
 
 
 def _open_file_of_kind(path: Path, kind: str | None, encoding: str | None) -> Source:
-    if not path.exists():
-        raise SourceError(f"{path}: no such file")
-    if path.is_dir():
-        raise SourceError(f"{path} is a directory, not a file")
+    _check_regular(path)
     if kind is None:
         kind = _EXTENSIONS.get(path.suffix.lower())
         if kind is None:
@@ -198,6 +209,46 @@ def _open_file_of_kind(path: Path, kind: str | None, encoding: str | None) -> So
 
         return XlsSource(path)
     raise SourceError(f"{path}: a file cannot be read as kind {kind!r}")
+
+
+_NOT_REGULAR = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _check_regular(path: Path) -> None:
+    """Refuse anything but a regular file, before opening it: opening a FIFO blocks until a
+    writer comes, and a device like ``/dev/zero`` never ends."""
+    try:
+        mode = os.stat(path).st_mode  # follows symlinks: what would be read
+    except FileNotFoundError:
+        raise SourceError(f"{path}: no such file") from None
+    if stat.S_ISREG(mode):
+        return
+    what = next((name for test, name in _NOT_REGULAR if test(mode)), "not a file")
+    if stat.S_ISDIR(mode):
+        raise SourceError(f"{path} is a directory, not a file")
+    raise SourceError(f"{path} is {what}, not a regular file; give a file")
+
+
+class LineTooLong(Exception):
+    """A text input's line is longer than :data:`MAX_LINE_BYTES` (at byte ``offset``); the
+    readers turn it into a :class:`SourceError` naming the input."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(offset)
+        self.offset = offset
+
+
+def line_too_long(path: object, offset: int) -> SourceError:
+    return SourceError(
+        f"{path}: the line at byte offset {offset:,} is longer than {MAX_LINE_BYTES:,} bytes "
+        "(the most one line may take); this does not look like an address table"
+    )
 
 
 def _as_table(source: object) -> pa.Table | None:

@@ -11,6 +11,11 @@
 
 A run started again with the same output folder and the same input reuses all of it; a changed
 input or changed settings start afresh.
+
+Work state is never among the outputs (docs/pipeline.md, "Resume"): the folder is removed once
+the run has published its outputs, and when the input turns out unreadable half-way. A run that
+stops any other way (killed, a failed job, a failed quality check, port 25 unreachable) keeps it
+for the rerun, including the remote jobs recorded by ``submit()`` for a later ``clean()``.
 """
 
 import hashlib
@@ -54,6 +59,12 @@ class WorkDir:
         cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
         digest = hashlib.sha256(out.encode()).hexdigest()[:16]
         return cls(cache / "listhygiene" / "runs" / digest)
+
+    def remove(self) -> None:
+        """Remove the folder and everything in it (nothing to resume any more)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.manifest = {}
+        self._result_parts = 0
 
     # -- manifest --------------------------------------------------------------------------------
 

@@ -1,6 +1,10 @@
 """One SQLAlchemy engine per database URL, set up for several threads and several processes.
 
-- ``postgresql://`` (and ``postgres://``) use psycopg 3.
+- ``postgresql://`` (and ``postgres://``) use psycopg 3. The pool pings a connection before
+  handing it out (``pool_pre_ping``), so one whose backend was terminated while idle is replaced
+  unseen; connecting gives up after :data:`PG_CONNECT_DEFAULTS` ``connect_timeout`` seconds and
+  TCP keepalives notice a vanished server, so a partition is an error the job worker retries
+  (store/retry.py), never a hang (docs/service.md, Faults). A URL's own parameters win.
 - SQLite runs in WAL mode (readers do not block the writer), waits up to 30 s for a lock
   instead of failing, enforces foreign keys, and may be used from any thread. Python's sqlite3
   module does not begin a transaction before DDL or before a read, so the engine takes over:
@@ -30,6 +34,16 @@ from sqlalchemy.pool import StaticPool
 __all__ = ["make_engine", "normalize_url", "transaction"]
 
 BUSY_TIMEOUT_SECONDS = 30
+#: libpq parameters of every PostgreSQL connection unless the URL sets them: give up connecting
+#: after 10 s; probe an idle connection after 30 s, every 10 s, 3 times (a dead peer is noticed
+#: in about a minute, where the system's defaults take over two hours).
+PG_CONNECT_DEFAULTS: dict[str, int] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
 _BEGIN = "listhygiene_sqlite_begin"
 
 
@@ -53,6 +67,11 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
             raise ImportError(
                 "PostgreSQL needs the psycopg driver: pip install 'psycopg[binary]'"
             ) from None
+        connect_args = dict(kwargs.pop("connect_args", {}))
+        for name, value in PG_CONNECT_DEFAULTS.items():
+            if name not in parsed.query:
+                connect_args.setdefault(name, value)
+        kwargs["connect_args"] = connect_args
     kwargs.setdefault("pool_pre_ping", True)
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
