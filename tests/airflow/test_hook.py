@@ -47,5 +47,5 @@ def test_a_host_url_with_another_port_than_the_port_field_is_refused(
         password="k",
         extra={"backend": "form-b"},
     )
-    with pytest.raises(ValueError, match="9000.*9001"):
+    with pytest.raises(ValueError, match=r"9000.*9001"):
         ListHygieneHook("lh_url").client_settings()

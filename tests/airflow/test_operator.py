@@ -223,6 +223,8 @@ def test_a_deferred_form_a_file_job(
     assert summary["backend"]["name"] == "form-a"
     assert summary["rows"]["by_status"]["valid"] == 1
     assert summary["rows"]["total"] == 4
+    row = store.authenticate(key)
+    assert summary["credits"]["used"] == store.credits(row.id).consumed > 0  # what it charged
 
 
 def test_the_trigger_watching_an_event_store(
@@ -263,3 +265,87 @@ def test_the_trigger_watching_an_event_store(
             select(func.sum(RateWindow.count)).where(RateWindow.api_key_id == row.id)
         ).scalar_one()
     assert requests < 40  # a loop on the store's immediate answer makes hundreds
+
+
+def test_the_trigger_does_not_check_before_the_deferral_is_recorded(
+    airflow_home: Path,
+    service: Any,
+    form_b_connection: Any,
+    contacts: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job that ends just after the operator's own check: a trigger that asks at once fires
+    before the worker has recorded the deferral, and Airflow fails that try. The trigger's first
+    check waits a moment after the deferral instead."""
+    import time
+
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from listhygiene_airflow.hooks.verification import ListHygieneHook
+
+    _, _, engine = service
+    engine.gate.clear()
+    try:
+        with pytest.raises(TaskDeferred) as deferred:
+            operator(contacts, tmp_path / "out").execute(context={})
+    finally:
+        engine.gate.set()
+    deferred_at = time.time()
+    (job,) = deferred.value.trigger.jobs
+    hook = ListHygieneHook()
+    while not hook.job_status_sync(job).is_terminal:  # the job ends before the trigger runs
+        time.sleep(0.05)
+    checks: list[float] = []
+    original = ListHygieneHook.job_status
+
+    async def timed(self: ListHygieneHook, job: Any) -> Any:
+        checks.append(time.time())
+        return await original(self, job)
+
+    monkeypatch.setattr(ListHygieneHook, "job_status", timed)
+    _, kwargs = deferred.value.trigger.serialize()
+    from listhygiene_airflow.triggers.verification import VerificationJobTrigger
+
+    event = first_event(VerificationJobTrigger(**kwargs))  # as the triggerer rebuilds it
+    assert event.payload["status"] == "success"
+    assert checks[0] - deferred_at >= 2.0
+
+
+def test_a_job_ended_by_the_operators_check_is_read_without_deferring(
+    airflow_home: Path,
+    service: Any,
+    form_b_connection: Any,
+    contacts: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When the job has ended by the time the operator checks it, the task goes straight to
+    ``execute_complete`` with the event the trigger would have sent."""
+    import time
+
+    from listhygiene_airflow.hooks.verification import ListHygieneHook
+    from listhygiene_airflow.operators.verification import EmailVerificationOperator
+
+    key, store = form_b_connection
+    original = ListHygieneHook.job_status_sync
+
+    def ended(self: ListHygieneHook, job: Any) -> Any:
+        while not (state := original(self, job)).is_terminal:
+            time.sleep(0.05)
+        return state
+
+    completed: list[dict[str, Any]] = []
+    complete = EmailVerificationOperator.execute_complete
+
+    def recorded(self: Any, context: Any, event: Any = None) -> Any:
+        completed.append(dict(event))
+        return complete(self, context, event)
+
+    monkeypatch.setattr(ListHygieneHook, "job_status_sync", ended)
+    monkeypatch.setattr(EmailVerificationOperator, "execute_complete", recorded)
+    summary = operator(contacts, tmp_path / "out").execute(context={})
+    assert [e["status"] for e in completed] == ["success"]
+    assert summary["rows"]["total"] == 4
+    row = store.authenticate(key)
+    assert summary["credits"]["used"] == store.credits(row.id).consumed

@@ -23,7 +23,11 @@ from airflow.sdk import BaseHook, BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException
 
 from listhygiene_airflow.hooks.verification import FAILED, ListHygieneHook
-from listhygiene_airflow.triggers.verification import VerificationJobTrigger
+from listhygiene_airflow.triggers.verification import (
+    FIRST_CHECK_AFTER,
+    VerificationJobTrigger,
+    outcome,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -154,15 +158,18 @@ class EmailVerificationOperator(BaseOperator):
         if not jobs:  # the local engine: nothing runs remotely
             return self._clean(hook)
         self.log.info("jobs to wait for: %s", ", ".join(j.job_id for j in jobs))
-        states = [hook.job_status_sync(job) for job in jobs]
-        if all(state.is_terminal for state in states):
-            return self._clean(hook)  # reads the results (or raises for a failed job)
+        # Jobs that ended already are read now, by the path a trigger event takes; deferring on
+        # them would have the trigger fire before the deferral is recorded.
+        ended = outcome([hook.job_status_sync(job) for job in jobs])
+        if ended is not None:
+            return self.execute_complete(context, ended)
         self.defer(
             trigger=VerificationJobTrigger(
                 listhygiene_conn_id=self.listhygiene_conn_id,
                 jobs=[job.as_dict() for job in jobs],
                 deadline=time.time() + self.job_timeout,
                 poll_interval=self.poll_interval,
+                not_before=time.time() + FIRST_CHECK_AFTER,
             ),
             method_name="execute_complete",
         )

@@ -4,8 +4,12 @@ It polls each job's status through the hook (the async clients), or, given a web
 (``listhygiene receive-webhooks`` fills it), watches the store for the jobs' completion events
 and reads a status only when one arrives (or every ``poll_interval`` seconds all the same, so a
 lost delivery only delays the run). Polls start 2 s apart and grow to ``poll_interval``. Its
-deadline is wall-clock time (epoch seconds): another triggerer process may resume it. It
-yields exactly one event:
+deadline is wall-clock time (epoch seconds): another triggerer process may resume it.
+
+Its first check waits until ``not_before`` (epoch seconds; the operator sets it a few seconds
+after deferring): a trigger that fired at once, before the worker had recorded the deferral,
+would resume a task that is not yet deferred, and Airflow fails that try. It yields exactly one
+event (:func:`outcome` builds the first two, for the operator's own check too):
 
 * ``{"status": "success", "jobs": [...states...]}`` when every job completed;
 * ``{"status": "error", "message": ..., "jobs": [...]}`` when one failed, or a check raised;
@@ -21,7 +25,23 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from listhygiene_airflow.hooks.verification import COMPLETED, FAILED, JobState, ListHygieneHook
 
-__all__ = ["VerificationJobTrigger"]
+__all__ = ["FIRST_CHECK_AFTER", "VerificationJobTrigger", "outcome"]
+
+#: Seconds after the deferral before the trigger's first status check: time for the worker to
+#: record the deferral (a trigger event before that fails the task's try).
+FIRST_CHECK_AFTER = 3.0
+
+
+def outcome(states: Sequence[JobState]) -> dict[str, Any] | None:
+    """The event that ends the wait for jobs in ``states``, or None while one still runs."""
+    jobs = [s.as_dict() for s in states]
+    for state in states:
+        if state.status == FAILED:
+            message = f"job {state.job_id} failed ({state.error})"
+            return {"status": "error", "message": message, "jobs": jobs}
+    if all(s.status == COMPLETED for s in states):
+        return {"status": "success", "message": f"{len(states)} job(s) completed", "jobs": jobs}
+    return None
 
 
 class VerificationJobTrigger(BaseTrigger):
@@ -35,6 +55,7 @@ class VerificationJobTrigger(BaseTrigger):
         deadline: float,
         poll_interval: float = 30.0,
         events_path: str | None = None,
+        not_before: float | None = None,
     ) -> None:
         super().__init__()
         self.listhygiene_conn_id = listhygiene_conn_id
@@ -42,6 +63,7 @@ class VerificationJobTrigger(BaseTrigger):
         self.deadline = float(deadline)
         self.poll_interval = float(poll_interval)
         self.events_path = events_path
+        self.not_before = None if not_before is None else float(not_before)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -52,6 +74,7 @@ class VerificationJobTrigger(BaseTrigger):
                 "deadline": self.deadline,
                 "poll_interval": self.poll_interval,
                 "events_path": self.events_path,
+                "not_before": self.not_before,
             },
         )
 
@@ -61,21 +84,20 @@ class VerificationJobTrigger(BaseTrigger):
         try:
             await hook.aload_connection()
             store = self._store(hook)
+            if self.not_before is not None and self.not_before > time.time():
+                await asyncio.sleep(self.not_before - time.time())
             # a short first wait, then longer ones up to poll_interval (jobs often end quickly)
             delay = min(2.0, self.poll_interval)
             while True:
                 for job in self.jobs:
                     if job["job_id"] in states and states[job["job_id"]].is_terminal:
                         continue
-                    state = await hook.job_status(job)
-                    states[job["job_id"]] = state
-                    if state.status == FAILED:
-                        yield self._event(
-                            "error", f"job {state.job_id} failed ({state.error})", states
-                        )
-                        return
-                if all(s.status == COMPLETED for s in states.values()):
-                    yield self._event("success", f"{len(states)} job(s) completed", states)
+                    states[job["job_id"]] = await hook.job_status(job)
+                    if states[job["job_id"]].status == FAILED:
+                        break
+                ended = outcome(list(states.values()))
+                if ended is not None:
+                    yield TriggerEvent(ended)
                     return
                 left = self.deadline - time.time()
                 if left <= 0:
