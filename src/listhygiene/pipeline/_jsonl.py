@@ -144,9 +144,9 @@ class JsonlSource(Source):
         if chunk.count(b"[") + chunk.count(b"{") <= MAX_DEPTH:
             return
         data = np.frombuffer(chunk, dtype=np.uint8)
-        opened = np.concatenate(([0], np.cumsum((data == 0x5B) | (data == 0x7B))))
+        opens = np.flatnonzero((data == 0x5B) | (data == 0x7B))  # memory: one index a bracket
         starts = np.concatenate(([0], np.flatnonzero(data == 0x0A) + 1, [len(chunk)]))
-        per_line = np.diff(opened[starts])
+        per_line = np.diff(np.searchsorted(opens, starts))
         for index in np.flatnonzero(per_line > MAX_DEPTH).tolist():
             if _depth(chunk[starts[index] : starts[index + 1]]) > MAX_DEPTH:
                 raise SourceError(
