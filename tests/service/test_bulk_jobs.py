@@ -68,7 +68,7 @@ RATE_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset
 class FailingEngine:
     """An engine that always fails: the job fails, its credits come back."""
 
-    async def verify_each(self, emails: Any, *, check_smtp: bool | None = None) -> Any:
+    async def verify_each(self, emails: Any, *, check_smtp: bool | None = None, **lane: Any) -> Any:
         raise RuntimeError("secret internal detail")
         yield  # pragma: no cover
 
@@ -82,11 +82,11 @@ class SlowEngine:
         self.verified: list[str] = []
 
     async def verify_each(
-        self, emails: Any, *, check_smtp: bool | None = None
+        self, emails: Any, *, check_smtp: bool | None = None, **lane: Any
     ) -> AsyncIterator[tuple[object, Any]]:
         for email in list(emails):
             await asyncio.sleep(self.pause)
-            async for pair in self.engine.verify_each([email], check_smtp=check_smtp):
+            async for pair in self.engine.verify_each([email], check_smtp=check_smtp, **lane):
                 self.verified.append(str(pair[0]))
                 yield pair
 

@@ -40,7 +40,7 @@ class GatedEngine:
         self.second_started = asyncio.Event()
 
     async def verify_each(
-        self, emails: Any, *, check_smtp: bool | None = None
+        self, emails: Any, *, check_smtp: bool | None = None, **lane: Any
     ) -> AsyncIterator[tuple[str, VerificationResult]]:
         emails = list(emails)
         self.runs += 1

@@ -386,16 +386,16 @@ class PausedEngine:
         self.go = threading.Event()
 
     async def verify_each(
-        self, emails: Any, *, check_smtp: bool | None = None
+        self, emails: Any, *, check_smtp: bool | None = None, **lane: Any
     ) -> AsyncIterator[tuple[object, Any]]:
         self.started.set()
         await asyncio.to_thread(self.go.wait, 30)
-        async for pair in self.engine.verify_each(emails, check_smtp=check_smtp):
+        async for pair in self.engine.verify_each(emails, check_smtp=check_smtp, **lane):
             yield pair
 
 
 class FailingEngine:
-    async def verify_each(self, emails: Any, *, check_smtp: bool | None = None) -> Any:
+    async def verify_each(self, emails: Any, *, check_smtp: bool | None = None, **lane: Any) -> Any:
         raise RuntimeError("secret internal detail")
         yield  # pragma: no cover
 

@@ -39,7 +39,7 @@ RATE_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset
 class FailingEngine:
     """An engine that always fails: the service must answer 500 without a traceback."""
 
-    async def verify_each(self, emails: Any, *, check_smtp: bool | None = None) -> Any:
+    async def verify_each(self, emails: Any, *, check_smtp: bool | None = None, **lane: Any) -> Any:
         raise RuntimeError("secret internal detail")
         yield  # pragma: no cover
 

@@ -8,6 +8,11 @@ the whole run.
 
 Any input yields a result, never an exception: a bug in one domain's task turns that domain's
 addresses into ``unknown`` results and is logged.
+
+Several callers can share one engine (a service's keys): each run has a lane, ``priority``
+(interactive or bulk) and ``tenant``, by which its DNS and SMTP slots are handed out
+(``fairness.py``), and a bulk run reads ahead only ``bulk_pending`` addresses, so a big job never
+holds thousands of lookups in front of anyone (docs/service.md, "Fairness").
 """
 
 import asyncio
@@ -18,6 +23,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from listhygiene.engine.fairness import Lane, Priority, lane_context
 from listhygiene.engine.health import RunHealth
 from listhygiene.engine.lists import is_disposable, is_free, is_role
 from listhygiene.engine.pacing import Pacer
@@ -107,9 +113,18 @@ class Engine:
             **self.health.as_dict(),
         }
 
-    async def verify(self, email: str, *, check_smtp: bool | None = None) -> VerificationResult:
+    async def verify(
+        self,
+        email: str,
+        *,
+        check_smtp: bool | None = None,
+        priority: Priority | str = Priority.INTERACTIVE,
+        tenant: str = "",
+    ) -> VerificationResult:
         """Verify one address."""
-        async for result in self.verify_many([email], check_smtp=check_smtp):
+        async for result in self.verify_many(
+            [email], check_smtp=check_smtp, priority=priority, tenant=tenant
+        ):
             return result
         raise AssertionError("verify_many yielded nothing")  # pragma: no cover
 
@@ -118,9 +133,13 @@ class Engine:
         emails: Iterable[object] | AsyncIterable[object],
         *,
         check_smtp: bool | None = None,
+        priority: Priority | str = Priority.INTERACTIVE,
+        tenant: str = "",
     ) -> AsyncIterator[VerificationResult]:
         """Verify many addresses; yields each result as soon as it is final (any order)."""
-        async for _, result in self.verify_each(emails, check_smtp=check_smtp):
+        async for _, result in self.verify_each(
+            emails, check_smtp=check_smtp, priority=priority, tenant=tenant
+        ):
             yield result
 
     async def verify_each(
@@ -128,20 +147,35 @@ class Engine:
         emails: Iterable[object] | AsyncIterable[object],
         *,
         check_smtp: bool | None = None,
+        priority: Priority | str = Priority.INTERACTIVE,
+        tenant: str = "",
     ) -> AsyncIterator[tuple[object, VerificationResult]]:
         """As ``verify_many``, paired with each input as given: results come in completion
-        order, and a result's ``email`` is normalised, so callers key results by their input."""
+        order, and a result's ``email`` is normalised, so callers key results by their input.
+
+        ``priority`` (``"interactive"``, the default, or ``"bulk"``) and ``tenant`` (e.g. an API
+        key's id) say whose work this is when several callers share the engine: interactive
+        runs get DNS and SMTP slots first, bulk tenants take turns, and a bulk run reads ahead
+        at most ``bulk_pending`` addresses."""
         self._ensure_started()
-        run = _Run(self, self.settings.check_smtp if check_smtp is None else check_smtp)
+        lane = Lane(Priority(priority), tenant)
+        run = _Run(self, self.settings.check_smtp if check_smtp is None else check_smtp, lane)
         async for pair in run.results(emails):
             yield pair
 
     async def domain_facts(
-        self, domains: Iterable[str]
+        self,
+        domains: Iterable[str],
+        *,
+        priority: Priority | str = Priority.INTERACTIVE,
+        tenant: str = "",
     ) -> dict[str, tuple[MailRoute, DomainReputation, int]]:
         """For each domain (A-labels): its mail route, its MX's reputation and the lookup's
-        milliseconds. Lookups run concurrently and share the engine's caches."""
+        milliseconds. Lookups run concurrently and share the engine's caches (and its slots, by
+        ``priority`` and ``tenant`` as in ``verify_each``)."""
         self._ensure_started()
+        context = lane_context(Lane(Priority(priority), tenant))
+        loop = asyncio.get_running_loop()
         assert self._resolver is not None
         assert self._reputation is not None
         resolver, reputation = self._resolver, self._reputation
@@ -153,14 +187,16 @@ class Engine:
             rep = await reputation.of(mx_ip)
             return domain, (route, rep, round((time.perf_counter() - started) * 1000))
 
-        return dict(await asyncio.gather(*(one(d) for d in domains)))
+        tasks = [loop.create_task(one(d), context=context) for d in domains]
+        return dict(await asyncio.gather(*tasks))
 
 
 class _Run:
     """One call of ``verify_many``: its reading, its domain tasks and its output queue."""
 
-    def __init__(self, engine: Engine, check_smtp: bool) -> None:
+    def __init__(self, engine: Engine, check_smtp: bool, lane: Lane) -> None:
         self.engine = engine
+        self.lane = lane
         self.settings = engine.settings
         self.check_smtp = check_smtp
         assert engine._resolver is not None
@@ -170,7 +206,10 @@ class _Run:
         assert engine._reputation is not None
         self.reputation = engine._reputation
         self.out: asyncio.Queue[Any] = asyncio.Queue()
-        self.room = asyncio.Semaphore(self.settings.max_pending)
+        read_ahead = self.settings.max_pending
+        if lane.priority is Priority.BULK:
+            read_ahead = min(read_ahead, self.settings.bulk_pending)
+        self.room = asyncio.Semaphore(read_ahead)
         self.jobs: dict[str, _DomainJob] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.admitted = 0
@@ -178,7 +217,11 @@ class _Run:
     async def results(
         self, emails: Iterable[object] | AsyncIterable[object]
     ) -> AsyncIterator[tuple[object, VerificationResult]]:
-        reader = asyncio.ensure_future(self._read(emails))
+        # The run's tasks (the reader, and the domain tasks it starts) carry its lane, which the
+        # resolver and the pacer read where they take a slot.
+        reader = asyncio.get_running_loop().create_task(
+            self._read(emails), context=lane_context(self.lane)
+        )
         try:
             while True:
                 item = await self.out.get()

@@ -4,12 +4,18 @@ Mail hosts remember impatient clients (421, blocklists), so the engine never ope
 ``host_concurrency`` sessions to one address, nor more than ``host_rate`` new ones a second;
 ``concurrency`` caps the whole run. A session waits for its host's slot before it takes a slot of
 the run, so a busy host never holds the run's slots hostage.
+
+Both kinds of slot are :class:`~listhygiene.engine.fairness.FairSlots`: when several callers share
+the engine (a service's keys), interactive sessions get a free slot before bulk ones and bulk
+tenants take turns; a tenth of the run's slots is kept for interactive work. The per-host limits
+hold whatever the lane: fairness only changes who goes next (docs/service.md, "Fairness").
 """
 
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+from listhygiene.engine.fairness import FairSlots, current_lane
 from listhygiene.engine.settings import EngineSettings
 
 __all__ = ["Pacer"]
@@ -41,7 +47,7 @@ class _TokenBucket:
 
 class _Host:
     def __init__(self, settings: EngineSettings) -> None:
-        self.slots = asyncio.Semaphore(settings.host_concurrency)
+        self.slots = FairSlots(settings.host_concurrency)
         self.bucket = _TokenBucket(settings.host_rate, settings.host_concurrency)
 
 
@@ -50,7 +56,10 @@ class Pacer:
 
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
-        self._run = asyncio.Semaphore(settings.concurrency)
+        # a tenth of the run's sessions (at least one, when there are two) kept for interactive
+        # work, which would otherwise wait for a bulk session to end
+        reserve = max(1, settings.concurrency // 10) if settings.concurrency > 1 else 0
+        self._run = FairSlots(settings.concurrency, bulk_limit=settings.concurrency - reserve)
         self._hosts: dict[str, _Host] = {}
         self.active = 0
         self.max_active = 0
@@ -60,9 +69,10 @@ class Pacer:
         host = self._hosts.get(address)
         if host is None:
             host = self._hosts[address] = _Host(self.settings)
-        async with host.slots:
+        lane = current_lane()
+        async with host.slots.hold(lane):
             await host.bucket.take()
-            async with self._run:
+            async with self._run.hold(lane):
                 self.active += 1
                 self.max_active = max(self.max_active, self.active)
                 try:

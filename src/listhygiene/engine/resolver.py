@@ -4,6 +4,10 @@ dnspython's async resolver does the asking, with one LRU cache per engine that h
 (negative answers too, by the SOA minimum), so a whole run asks each name once per TTL. A lookup
 that fails (SERVFAIL, timeout) is *undeterminable*, never "no mail server": that distinction is
 the product.
+
+Queries take slots of a :class:`~listhygiene.engine.fairness.FairSlots` by the caller's lane:
+interactive lookups before bulk ones, bulk tenants in turn, a few slots kept for interactive work
+(docs/service.md, "Fairness").
 """
 
 import asyncio
@@ -17,6 +21,7 @@ import dns.name
 import dns.rdatatype
 import dns.resolver
 
+from listhygiene.engine.fairness import FairSlots, Priority, current_lane
 from listhygiene.engine.settings import EngineSettings
 from listhygiene.statuses import DnsOutcome
 
@@ -57,6 +62,8 @@ _FAILURES = (dns.resolver.NoNameservers, dns.exception.Timeout, dns.resolver.NoR
 _ERROR_TTL = 30.0
 #: DNS queries out at once, per engine.
 _MAX_IN_FLIGHT = 64
+#: Of those, how many bulk work may hold: the rest answer interactive lookups without a wait.
+_BULK_IN_FLIGHT = 56
 
 
 class Resolver:
@@ -67,9 +74,14 @@ class Resolver:
     ) -> None:
         self.settings = settings
         self._resolver = resolver or self._make_resolver(settings)
-        self._routes: dict[str, tuple[float, asyncio.Future[MailRoute]]] = {}
-        self._in_flight: dict[tuple[str, str], asyncio.Future[dns.resolver.Answer | None]] = {}
-        self._query_slots = asyncio.Semaphore(_MAX_IN_FLIGHT)
+        #: domain -> (expiry, its route, the class that asked for it)
+        self._routes: dict[str, tuple[float, asyncio.Future[MailRoute], Priority]] = {}
+        #: (name, type, class) -> the query in flight: an interactive caller never waits on a
+        #: bulk query still queued for a slot (at worst one question is asked twice)
+        self._in_flight: dict[
+            tuple[str, str, Priority], asyncio.Future[dns.resolver.Answer | None]
+        ] = {}
+        self._query_slots = FairSlots(_MAX_IN_FLIGHT, bulk_limit=_BULK_IN_FLIGHT)
         self.lookups = 0
 
     @staticmethod
@@ -90,22 +102,27 @@ class Resolver:
         return self._resolver
 
     async def route(self, domain: str) -> MailRoute:
-        """The mail route of ``domain`` (A-labels); concurrent callers share one lookup."""
+        """The mail route of ``domain`` (A-labels); concurrent callers share one lookup
+        (but for an interactive caller, a bulk lookup still under way: it asks on its own)."""
         now = time.monotonic()
+        priority = current_lane().priority
         cached = self._routes.get(domain)
         if cached is not None and cached[0] > now:
-            return await asyncio.shield(cached[1])
+            _, shared, asked_by = cached
+            if shared.done() or asked_by is priority or priority is Priority.BULK:
+                return await asyncio.shield(shared)
         future: asyncio.Future[MailRoute] = asyncio.get_running_loop().create_future()
-        self._routes[domain] = (now + _ERROR_TTL, future)
+        self._routes[domain] = (now + _ERROR_TTL, future, priority)
         try:
             route = await self._lookup(domain)
         except BaseException as exc:
-            self._routes.pop(domain, None)
+            if self._routes.get(domain, (0, None))[1] is future:
+                self._routes.pop(domain, None)
             future.set_exception(exc)
             future.exception()  # retrieved: waiters re-raise it
             raise
         future.set_result(route)
-        self._routes[domain] = (now + route.ttl, future)
+        self._routes[domain] = (now + route.ttl, future, priority)
         return route
 
     async def _query(self, name: str, rdtype: str) -> dns.resolver.Answer | None:
@@ -113,9 +130,11 @@ class Resolver:
 
         Identical questions in flight share one query (mail hosts serve many domains), and at
         most ``_MAX_IN_FLIGHT`` queries are out at once: a burst of thousands overflows the
-        nameserver's receive buffer, and every lost datagram costs a retry time-out.
+        nameserver's receive buffer, and every lost datagram costs a retry time-out. Waiting
+        queries get their slots by lane (``fairness.py``), not by arrival.
         """
-        key = (name, rdtype)
+        lane = current_lane()
+        key = (name, rdtype, lane.priority)
         shared = self._in_flight.get(key)
         if shared is not None:
             return await asyncio.shield(shared)
@@ -124,7 +143,7 @@ class Resolver:
         )
         self._in_flight[key] = future
         try:
-            async with self._query_slots:
+            async with self._query_slots.hold(lane):
                 self.lookups += 1
                 answer = await self._resolver.resolve(name, rdtype, raise_on_no_answer=False)
             result = answer if answer.rrset is not None else None

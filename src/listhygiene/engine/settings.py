@@ -67,6 +67,9 @@ class EngineSettings(BaseSettings):
     dnsbl_zones: Annotated[tuple[str, ...], NoDecode] = ()
     #: Addresses read ahead of the results: bounds memory whatever the input's length.
     max_pending: int = Field(default=20_000, ge=1)
+    #: Addresses a bulk run (``priority="bulk"``, a service's jobs) reads ahead: enough to keep
+    #: the DNS and SMTP slots busy, few enough that a job is fed in portions (docs/service.md).
+    bulk_pending: int = Field(default=1_000, ge=1)
 
     @field_validator("retry_delays", "dnsbl_zones", mode="before")
     @classmethod

@@ -296,7 +296,12 @@ async def verify_charged(
     found: dict[str, VerificationResult] = {}
 
     async def run() -> None:
-        async for given, result in engine.verify_each(emails, check_smtp=check_smtp):
+        # interactive: a client is waiting, so its lookups and sessions go before any job's
+        # (docs/service.md, "Fairness"); keys take turns among themselves
+        verified = engine.verify_each(
+            emails, check_smtp=check_smtp, priority="interactive", tenant=key_id
+        )
+        async for given, result in verified:
             found[str(given)] = result
 
     # Not asyncio.wait_for: it waits for the cancelled verification to wind down (an SMTP step

@@ -169,7 +169,11 @@ class JobWorker:
         try:
             pending = await self._db(pending_addresses, self.store, job.id)
             last = time.monotonic()
-            async for given, result in self.engine.verify_each(pending, check_smtp=job.check_smtp):
+            # bulk work, its key the tenant: interactive requests go first (docs/service.md)
+            verified = self.engine.verify_each(
+                pending, check_smtp=job.check_smtp, priority="bulk", tenant=job.api_key_id
+            )
+            async for given, result in verified:
                 buffer.append((str(given), result))
                 if len(buffer) >= self.batch_size or time.monotonic() - last >= self.flush_seconds:
                     batch, buffer = buffer, []

@@ -1,0 +1,183 @@
+"""The order in which the engine's shared slots are handed out (engine/fairness.py): interactive
+work before bulk work, bulk tenants in turn, a share kept for interactive work, cancellations
+that never lose a slot; and a bulk run that reads its input in portions."""
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from listhygiene.engine import Engine, EngineSettings
+from listhygiene.engine.fairness import FairSlots, Lane, Priority, current_lane
+from listhygiene.sandbox import Sandbox
+
+INTERACTIVE = Priority.INTERACTIVE
+BULK = Priority.BULK
+
+
+async def _order_of_service(slots: FairSlots, lanes: list[Lane]) -> list[Lane]:
+    """Queue one acquirer per lane (in this order) behind a held slot; the order they got in."""
+    served: list[Lane] = []
+    holder = Lane(BULK, "holder")
+    await slots.acquire(holder)
+    while slots.free:  # every slot busy, so the others queue
+        await slots.acquire(holder)
+
+    async def one(lane: Lane) -> None:
+        await slots.acquire(lane)
+        served.append(lane)
+        await asyncio.sleep(0)
+        slots.release(lane)
+
+    tasks = []
+    for lane in lanes:
+        tasks.append(asyncio.ensure_future(one(lane)))
+        await asyncio.sleep(0)  # queued in this order
+    assert slots.waiting() == len(lanes)
+    for _ in range(slots.slots):
+        slots.release(holder)
+    await asyncio.gather(*tasks)
+    return served
+
+
+async def test_interactive_before_bulk_and_bulk_tenants_in_turn() -> None:
+    lanes = (
+        [Lane(BULK, "a")] * 4
+        + [Lane(BULK, "b")] * 2
+        + [Lane(INTERACTIVE, "c"), Lane(BULK, "d"), Lane(INTERACTIVE, "e")]
+    )
+    served = await _order_of_service(FairSlots(1), lanes)
+    assert served == [
+        Lane(INTERACTIVE, "c"),
+        Lane(INTERACTIVE, "e"),
+        Lane(BULK, "a"),
+        Lane(BULK, "b"),
+        Lane(BULK, "d"),
+        Lane(BULK, "a"),
+        Lane(BULK, "b"),
+        Lane(BULK, "a"),
+        Lane(BULK, "a"),
+    ]
+
+
+async def test_interactive_tenants_take_turns_too() -> None:
+    lanes = [Lane(INTERACTIVE, "a")] * 3 + [Lane(INTERACTIVE, "b")]
+    served = await _order_of_service(FairSlots(1), lanes)
+    assert [lane.tenant for lane in served] == ["a", "b", "a", "a"]
+
+
+async def test_bulk_work_leaves_the_reserved_slots_to_interactive_work() -> None:
+    slots = FairSlots(4, bulk_limit=3)
+    bulk = Lane(BULK, "a")
+    for _ in range(3):
+        await slots.acquire(bulk)
+    waiting = asyncio.ensure_future(slots.acquire(bulk))
+    await asyncio.sleep(0)
+    assert not waiting.done() and slots.free == 1  # the fourth slot is not bulk's
+    await asyncio.wait_for(slots.acquire(Lane(INTERACTIVE, "b")), 1)  # no wait
+    assert slots.free == 0
+    slots.release(bulk)
+    await asyncio.wait_for(waiting, 1)
+
+
+async def test_a_cancelled_waiter_loses_no_slot() -> None:
+    slots = FairSlots(1)
+    lane = Lane(BULK, "a")
+    await slots.acquire(lane)
+    cancelled = asyncio.ensure_future(slots.acquire(Lane(INTERACTIVE, "b")))
+    later = asyncio.ensure_future(slots.acquire(lane))
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    slots.release(lane)  # granted to the cancelled one, or skipping it: either way ``later`` runs
+    await asyncio.wait_for(later, 1)
+    assert cancelled.cancelled()
+    slots.release(lane)
+    assert slots.free == 1 and slots.waiting() == 0
+
+
+async def test_a_waiter_granted_as_it_is_cancelled_passes_the_slot_on() -> None:
+    slots = FairSlots(1)
+    lane = Lane(INTERACTIVE, "a")
+    await slots.acquire(lane)
+    granted = asyncio.ensure_future(slots.acquire(lane))
+    after = asyncio.ensure_future(slots.acquire(lane))
+    await asyncio.sleep(0)
+    slots.release(lane)  # ``granted`` gets the slot ...
+    granted.cancel()  # ... and is cancelled before it runs
+    await asyncio.wait_for(after, 1)
+    assert granted.cancelled()
+    slots.release(lane)
+    assert slots.free == 1
+
+
+# -- the engine's runs -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def many_domains() -> Iterator[Sandbox]:
+    world = {
+        "domains": {
+            f"d{i}.test": {"a": ["mail.test"], "mailboxes": ["alice"]} for i in range(60)
+        },
+        "hosts": {"mail.test": {}},
+    }
+    with Sandbox(world) as sandbox:
+        yield sandbox
+
+
+def _engine(sandbox: Sandbox, **changes: object) -> Engine:
+    return Engine(
+        EngineSettings(
+            dns_server=sandbox.dns_server,
+            smtp_port=sandbox.smtp_port,
+            allow_private_mx=True,
+            helo="verifier.test",
+            check_smtp=False,
+            **changes,
+        )
+    )
+
+
+async def test_a_bulk_run_reads_its_input_in_portions(many_domains: Sandbox) -> None:
+    engine = _engine(many_domains, bulk_pending=5)
+    read = 0
+    most_ahead = 0
+    seen = 0
+
+    def addresses() -> Iterator[str]:
+        nonlocal read, most_ahead
+        for i in range(60):
+            read += 1
+            most_ahead = max(most_ahead, read - seen)
+            yield f"alice@d{i}.test"
+
+    async for _ in engine.verify_each(addresses(), priority="bulk", tenant="a"):
+        seen += 1
+    assert seen == 60
+    assert most_ahead <= 6  # at most bulk_pending (and the one being read) ahead
+    # an interactive run keeps the whole read-ahead
+    read = seen = most_ahead = 0
+    async for _ in _engine(many_domains, bulk_pending=5).verify_each(addresses()):
+        seen += 1
+    assert most_ahead > 6
+
+
+async def test_a_run_carries_its_lane_to_its_lookups(many_domains: Sandbox) -> None:
+    engine = _engine(many_domains)
+    seen: list[Lane] = []
+    engine._ensure_started()
+    resolver = engine._resolver
+    assert resolver is not None
+    original = resolver._lookup
+
+    async def spying(domain: str) -> object:
+        seen.append(current_lane())
+        return await original(domain)
+
+    resolver._lookup = spying  # type: ignore[method-assign]
+    async for _ in engine.verify_each(["alice@d1.test"], priority="bulk", tenant="key-a"):
+        pass
+    await engine.domain_facts(["d2.test"], priority="bulk", tenant="key-b")
+    await engine.verify("alice@d3.test")
+    assert seen == [Lane(BULK, "key-a"), Lane(BULK, "key-b"), Lane(INTERACTIVE, "")]
+    assert current_lane() == Lane()  # the caller's own context is untouched
