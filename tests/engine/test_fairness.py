@@ -73,7 +73,8 @@ async def test_bulk_work_leaves_the_reserved_slots_to_interactive_work() -> None
         await slots.acquire(bulk)
     waiting = asyncio.ensure_future(slots.acquire(bulk))
     await asyncio.sleep(0)
-    assert not waiting.done() and slots.free == 1  # the fourth slot is not bulk's
+    assert not waiting.done()
+    assert slots.free == 1
     await asyncio.wait_for(slots.acquire(Lane(INTERACTIVE, "b")), 1)  # no wait
     assert slots.free == 0
     slots.release(bulk)
@@ -92,7 +93,8 @@ async def test_a_cancelled_waiter_loses_no_slot() -> None:
     await asyncio.wait_for(later, 1)
     assert cancelled.cancelled()
     slots.release(lane)
-    assert slots.free == 1 and slots.waiting() == 0
+    assert slots.free == 1
+    assert slots.waiting() == 0
 
 
 async def test_a_waiter_granted_as_it_is_cancelled_passes_the_slot_on() -> None:
@@ -116,9 +118,7 @@ async def test_a_waiter_granted_as_it_is_cancelled_passes_the_slot_on() -> None:
 @pytest.fixture(scope="module")
 def many_domains() -> Iterator[Sandbox]:
     world = {
-        "domains": {
-            f"d{i}.test": {"a": ["mail.test"], "mailboxes": ["alice"]} for i in range(60)
-        },
+        "domains": {f"d{i}.test": {"a": ["mail.test"], "mailboxes": ["alice"]} for i in range(60)},
         "hosts": {"mail.test": {}},
     }
     with Sandbox(world) as sandbox:
