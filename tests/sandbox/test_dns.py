@@ -29,6 +29,7 @@ WORLD = {
         "slow.test": {"dns": "timeout"},
         "private.test": {"a": ["10.1.2.3"]},
         "big.test": {"txt": [f"record {i} " + "x" * 60 for i in range(20)]},
+        "sluggish.test": {"a": ["192.0.2.1"], "dns_latency_ms": 400},
     },
     "hosts": {"mx1.acme.test": {}, "mx2.acme.test": {}, "mail.implicit.test": {}},
     "dnsbl": {"bl.sandbox.test": ["mx2.acme.test"]},
@@ -180,3 +181,23 @@ def test_garbage_datagram_is_ignored_and_server_keeps_serving(sandbox: Sandbox) 
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.sendto(b"\x00\x01garbage", ("127.0.0.1", sandbox.dns_port))
     assert sandbox.resolver().resolve("acme.test", "MX")
+
+
+async def test_a_slow_domain_answers_after_a_quick_one_asked_later(sandbox: Sandbox) -> None:
+    """``dns_latency_ms`` delays its domain's answers without holding up the others."""
+    import asyncio
+
+    resolver = dns.asyncresolver.Resolver(configure=False)
+    resolver.nameservers = [sandbox.dns_server.rsplit(":", 1)[0]]
+    resolver.port = int(sandbox.dns_server.rsplit(":", 1)[1])
+    answered: list[str] = []
+
+    async def ask(name: str) -> None:
+        await resolver.resolve(name, "A", raise_on_no_answer=False)
+        answered.append(name)
+
+    slow = asyncio.ensure_future(ask("sluggish.test"))
+    await asyncio.sleep(0.05)  # asked first
+    await ask("mail.implicit.test")
+    await slow
+    assert answered == ["mail.implicit.test", "sluggish.test"]

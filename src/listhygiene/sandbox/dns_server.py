@@ -2,8 +2,9 @@
 
 Every name the world does not know is NXDOMAIN; a known name without the asked type is an empty
 answer with the zone's SOA (so resolvers can cache the negative answer); a domain set to
-``servfail`` or ``timeout`` answers so, or not at all. Blocklist zones answer ``127.0.0.2`` for a
-listed address, as DNSBLs do.
+``servfail`` or ``timeout`` answers so, or not at all; one with ``dns_latency_ms`` answers that
+much later (without holding up other answers). Blocklist zones answer ``127.0.0.2`` for a listed
+address, as DNSBLs do.
 """
 
 import asyncio
@@ -36,6 +37,7 @@ DNSBL_TXT = "Listed by the listhygiene sandbox"
 class _Node:
     rrsets: dict[int, dns.rrset.RRset] = field(default_factory=dict)
     failure: str = "ok"  # ok | nxdomain | servfail | timeout
+    latency: float = 0.0  # seconds before an answer for a name under it
     soa: dns.rrset.RRset | None = None  # set on the world's domains: each is a zone apex
 
 
@@ -49,6 +51,7 @@ class Zone:
         for name, spec in world.domains.items():
             node = self._node(name)
             node.failure = spec.dns
+            node.latency = spec.dns_latency_ms / 1000
             node.soa = self._rrset(
                 name, "SOA", spec.ttl, [_SOA_TEMPLATE.format(apex=name, minimum=spec.ttl)]
             )
@@ -108,6 +111,13 @@ class Zone:
     def _has_descendants(self, name: dns.name.Name) -> bool:
         return any(other != name and other.is_subdomain(name) for other in self._nodes)
 
+    def latency(self, query: dns.message.Message) -> float:
+        """Seconds to wait before answering ``query`` (its domain's ``dns_latency_ms``)."""
+        if len(query.question) != 1:
+            return 0.0
+        zone = self._zone_of(query.question[0].name.canonicalize())
+        return zone.latency if zone is not None else 0.0
+
     def answer(self, query: dns.message.Message) -> dns.message.Message | None:
         """The response to ``query``, or None to stay silent (a timeout)."""
         response = dns.message.make_response(query)
@@ -157,8 +167,16 @@ class _UdpProtocol(asyncio.DatagramProtocol):
         self.transport = transport  # type: ignore[assignment]
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        wire = self.server.respond(data, max_size=None)
-        if wire is not None and self.transport is not None:
+        wire, delay = self.server.respond_later(data, max_size=None)
+        if wire is None or self.transport is None:
+            return
+        if delay > 0:
+            asyncio.get_running_loop().call_later(delay, self._send, wire, addr)
+        else:
+            self.transport.sendto(wire, addr)
+
+    def _send(self, wire: bytes, addr: tuple[str, int]) -> None:
+        if self.transport is not None and not self.transport.is_closing():
             self.transport.sendto(wire, addr)
 
 
@@ -173,18 +191,23 @@ class DnsServer:
 
     def respond(self, data: bytes, *, max_size: int | None) -> bytes | None:
         """Wire bytes in, wire bytes out (None: say nothing). UDP answers may be truncated."""
+        return self.respond_later(data, max_size=max_size)[0]
+
+    def respond_later(self, data: bytes, *, max_size: int | None) -> tuple[bytes | None, float]:
+        """As :meth:`respond`, with the seconds to wait before sending the answer."""
         self.queries += 1
         try:
             query = dns.message.from_wire(data)
         except dns.exception.DNSException:
-            return None  # not a DNS message: a real server ignores it
+            return None, 0.0  # not a DNS message: a real server ignores it
         response = self.zone.answer(query)
         if response is None:
-            return None
+            return None, 0.0
+        delay = self.zone.latency(query)
         if max_size is None:  # UDP: the client's EDNS payload, or 512
             max_size = max(512, query.payload) if query.edns >= 0 else 512
-            return response.to_wire(max_size=max_size, prefer_truncation=True)
-        return response.to_wire(max_size=max_size)
+            return response.to_wire(max_size=max_size, prefer_truncation=True), delay
+        return response.to_wire(max_size=max_size), delay
 
     async def start(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0: any free port, the same for UDP and TCP); return the port."""
@@ -212,9 +235,11 @@ class DnsServer:
         try:
             while True:
                 (length,) = struct.unpack("!H", await reader.readexactly(2))
-                wire = self.respond(await reader.readexactly(length), max_size=65535)
+                wire, delay = self.respond_later(await reader.readexactly(length), max_size=65535)
                 if wire is None:
                     continue  # a timeout: the client gives up
+                if delay > 0:
+                    await asyncio.sleep(delay)
                 writer.write(struct.pack("!H", len(wire)) + wire)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):

@@ -135,6 +135,8 @@ class DomainSpec(_Spec):
 
     #: ``ok`` answers from the records below; the others answer every query for the domain so.
     dns: Literal["ok", "nxdomain", "servfail", "timeout"] = "ok"
+    #: Every answer for a name under the domain comes this much later (a slow nameserver).
+    dns_latency_ms: int = Field(default=0, ge=0)
     ttl: int = Field(default=300, ge=0, le=2**31 - 1)
     mx: list[MxSpec] = []
     #: ``MX 0 .`` (RFC 7505): the domain accepts no mail.
