@@ -1,4 +1,9 @@
-"""What every test package shares: real PostgreSQL databases.
+"""What every test package shares: real PostgreSQL databases, and no verdict store by default.
+
+Every ``clean`` reuses verdicts from the user's verdict store unless told otherwise; the tests
+verify against many sandbox worlds in which one address has different verdicts, so a shared store
+would let one test's verdicts stand in another's. ``LISTHYGIENE_VERDICTS=none`` is set for the
+whole session (subprocesses inherit it); the verdict store's own tests name their stores.
 
 PostgreSQL is ``postgresql://postgres@127.0.0.1:5432/test`` (trust authentication) unless
 ``LISTHYGIENE_TEST_POSTGRES`` names another; the tests create uniquely named databases
@@ -16,6 +21,11 @@ from sqlalchemy.engine import make_url
 
 if TYPE_CHECKING:
     import psycopg
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ["LISTHYGIENE_VERDICTS"] = "none"
+
 
 ADMIN_URL = os.environ.get("LISTHYGIENE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import click
 
 from listhygiene.cli.options import build_settings, engine_options
+from listhygiene.cli.verdicts import verdicts_option
 
 EXIT_FAILURE = 1
 EXIT_INPUT = 3
@@ -117,6 +118,16 @@ class _Progress:
     help="Print the run's summary as one JSON object on stdout (on failure: an object with "
     "an 'error' member); logs and progress stay on stderr.",
 )
+@verdicts_option
+@click.option(
+    "--max-age",
+    metavar="DURATION|STATUS=DURATION,...",
+    help="How old a stored verdict may be to be reused: 30d for every status, "
+    "valid=14d,risky=1d for some, or both (defaults: docs/pipeline.md). unknown is never reused.",
+)
+@click.option(
+    "--fresh", is_flag=True, help="Verify every address again (and update the verdict store)."
+)
 @click.option(
     "--retry-unknown-after",
     metavar="DURATION",
@@ -140,6 +151,9 @@ def clean(
     warn_only: bool,
     accept_unreachable: bool,
     as_json: bool,
+    verdicts_url: str | None,
+    max_age: str | None,
+    fresh: bool,
     retry_unknown_after: str | None,
     engine_settings: dict[str, Any],
 ) -> None:
@@ -162,6 +176,13 @@ def clean(
 
     settings = build_settings(engine_settings)
     retry_after = parse_duration(retry_unknown_after) if retry_unknown_after else None
+    if max_age is not None:
+        from listhygiene.verdicts import Freshness
+
+        try:
+            Freshness.of(max_age)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--max-age") from None
     chosen: Any = backend
     if backend != "local":
         chosen = remote_backend(backend, base_url, api_key_env, api_key_header, webhook_events)
@@ -180,6 +201,9 @@ def clean(
             quality="warn" if warn_only else "fail",
             retry_unknown_after=retry_after,
             accept_unreachable=accept_unreachable,
+            verdicts=verdicts_url,
+            max_age=max_age,
+            fresh=fresh,
             progress=progress,
         )
     except Exception as exc:
@@ -223,6 +247,7 @@ def _fail(exc: Exception, *, backend: str, base_url: str | None, as_json: bool) 
         UnreachableError,
     )
     from listhygiene.pipeline.sources import SourceError
+    from listhygiene.verdicts import VerdictStoreError
 
     message = str(exc)
     extra: dict[str, Any] = {}
@@ -240,6 +265,8 @@ def _fail(exc: Exception, *, backend: str, base_url: str | None, as_json: bool) 
         code, kind = EXIT_UNREACHABLE, "unreachable"
         message += "; rerun with --accept-unreachable to publish them"
         extra["health"] = dict(exc.health)
+    elif isinstance(exc, VerdictStoreError):
+        code, kind = EXIT_FAILURE, "verdicts"
     elif isinstance(exc, (PipelineError, OutputError)):
         code, kind = EXIT_FAILURE, "output" if isinstance(exc, OutputError) else "run"
     else:

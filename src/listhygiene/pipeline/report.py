@@ -184,6 +184,7 @@ def _view(summary: Mapping[str, Any]) -> dict[str, Any]:
         "reasons": _reason_chart(_map(rows.get("by_reason")), total),
         "domains": _domains(_list(summary.get("top_domains"))),
         "quality": _quality(quality),
+        "verdicts": _verdicts(_map(summary.get("verdicts")), _map(summary.get("verdict_store"))),
         "bad_records": _bad_records(_list(source.get("bad_records"))),
         "timings": _timings(timings),
         "files": _files(_map(summary.get("output")), total),
@@ -330,6 +331,46 @@ def _reason_chart(by_reason: Mapping[str, Any], total: int) -> dict[str, Any]:
         "bar_width": REASON_BAR,
         "row": REASON_ROW,
         "width": REASON_LABEL + REASON_BAR + 110,
+        "height": max(len(bars), 1) * REASON_ROW,
+    }
+
+
+def _verdicts(counts: Mapping[str, Any], store: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The verdict store's section: reused against verified, what that saved, what changed."""
+    if not store:
+        return None
+    transitions = sorted(
+        ((str(k), _count(v)) for k, v in _map(store.get("transitions")).items()),
+        key=lambda item: (-item[1], item[0]),
+    )
+    peak = max([count for _, count in transitions] + [1])
+    bars = []
+    for index, (transition, count) in enumerate(transitions):
+        _, _, after = transition.partition("->")
+        bars.append(
+            {
+                "label": transition.replace("->", " → "),
+                "count": count,
+                "colour": colour(after.strip()),
+                "y": index * REASON_ROW,
+                "width": round(max(REASON_BAR * count / peak, 2.0), 1),
+            }
+        )
+    reused, verified = _count(counts.get("reused")), _count(counts.get("verified"))
+    return {
+        "store": str(store.get("store") or ""),
+        "fresh": bool(store.get("fresh")),
+        "reused": reused,
+        "verified": verified,
+        "reused_share": percent(_share(reused, reused + verified)),
+        "changed": _count(counts.get("changed")),
+        "credits_saved": _count(store.get("credits_saved")),
+        "seconds_saved": store.get("seconds_saved"),
+        "bars": bars,
+        "label_width": REASON_LABEL,
+        "bar_width": REASON_BAR,
+        "row": REASON_ROW,
+        "width": REASON_LABEL + REASON_BAR + 60,
         "height": max(len(bars), 1) * REASON_ROW,
     }
 

@@ -36,6 +36,7 @@ from listhygiene.pipeline.backends import (
     LocalBackend,
 )
 from listhygiene.pipeline.outputs import SUMMARY, OutputFolder
+from listhygiene.pipeline.verdict_memory import CHANGED, RunVerdicts, open_verdicts
 from listhygiene.pipeline.workdir import ADDRESS, ROW, VERIFIED_AT, WorkDir
 from listhygiene.results import FORM_A_FIELDS, VerificationResult, arrow_schema
 from listhygiene.statuses import TEMPORARY_REASONS, Facts, Status
@@ -43,6 +44,8 @@ from listhygiene.statuses import TEMPORARY_REASONS, Facts, Status
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
+
+    from listhygiene.verdicts import VerdictStore
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +201,9 @@ async def aclean(
     quality: str = "fail",
     retry_unknown_after: float | None = None,
     accept_unreachable: bool = False,
+    verdicts: "str | VerdictStore | None" = None,
+    max_age: "str | float | Mapping[str, float] | None" = None,
+    fresh: bool = False,
     progress: Progress | None = None,
     **engine_overrides: Any,
 ) -> CleanResult:
@@ -212,6 +218,12 @@ async def aclean(
 
     When most domains cannot be reached on port 25 (the run's health problem) the run raises
     :class:`UnreachableError` and publishes nothing, unless ``accept_unreachable`` is true.
+
+    ``verdicts``: the verdict store whose fresh verdicts are reused and which keeps every new one
+    (a :class:`~listhygiene.verdicts.VerdictStore`, a SQLAlchemy URL, or ``"none"``; by default
+    ``LISTHYGIENE_VERDICTS``, else ``verdicts.sqlite`` in the user's cache directory);
+    ``max_age`` how old a reused verdict may be (``"30d"``, ``"valid=14d,risky=1d"``, seconds, or
+    a mapping of status to seconds); ``fresh`` verifies everything again (and updates the store).
     """
     if quality not in ("fail", "warn"):
         raise ValueError("quality must be 'fail' or 'warn'")
@@ -234,6 +246,9 @@ async def aclean(
             "quality": quality,
             "retry_unknown_after": retry_unknown_after,
             "accept_unreachable": accept_unreachable,
+            "verdicts": verdicts,
+            "max_age": max_age,
+            "fresh": fresh,
             "progress": progress,
             **engine_overrides,
         },
@@ -283,6 +298,9 @@ def _make_run(source: Any, out: str | os.PathLike[str], options: dict[str, Any])
         "quality",
         "retry_unknown_after",
         "accept_unreachable",
+        "verdicts",
+        "max_age",
+        "fresh",
         "progress",
     }
     engine_overrides = {k: v for k, v in options.items() if k not in known}
@@ -300,6 +318,9 @@ def _make_run(source: Any, out: str | os.PathLike[str], options: dict[str, Any])
         quality_mode=options.get("quality", "fail"),
         retry_unknown_after=options.get("retry_unknown_after"),
         accept_unreachable=bool(options.get("accept_unreachable", False)),
+        verdicts_option=options.get("verdicts"),
+        max_age=options.get("max_age"),
+        fresh=bool(options.get("fresh", False)),
         progress=options.get("progress") or (lambda phase, done, total: None),
     )
 
@@ -319,7 +340,12 @@ class _Run:
     quality_mode: str
     retry_unknown_after: float | None
     accept_unreachable: bool
+    verdicts_option: Any
+    max_age: Any
+    fresh: bool
     progress: Progress
+    #: The verdict store as this run uses it (None: no store), open while the run runs.
+    memory: "RunVerdicts | None" = None
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     counters: Counter[str] = dataclasses.field(default_factory=Counter)
     #: Broken input records kept as rows (from the source, or the manifest on a resume).
@@ -340,6 +366,7 @@ class _Run:
         try:
             if not backend.resumable:
                 return []
+            self.memory = open_verdicts(self.verdicts_option, self.max_age, fresh=self.fresh)
             if self.check_smtp is None:
                 self.check_smtp = backend.default_check_smtp
             work = WorkDir.for_output(self.out)
@@ -352,6 +379,8 @@ class _Run:
             return await self._submit(backend, work, distinct)
         finally:
             await backend.aclose()
+            if self.memory is not None:
+                self.memory.close()
 
     async def execute(self) -> CleanResult:
         from listhygiene.pipeline.columns import find_email_column
@@ -369,6 +398,7 @@ class _Run:
         folder = OutputFolder(self.out)
         folder.check_writable()
         backend = self._backend()
+        self.memory = open_verdicts(self.verdicts_option, self.max_age, fresh=self.fresh)
         if self.check_smtp is None:
             self.check_smtp = backend.default_check_smtp
         work = WorkDir.for_output(self.out)
@@ -386,8 +416,9 @@ class _Run:
             work.set_stage("writing", health=health)
             self._check_health(health)
             results = work.results()
+            changed = self.memory.changed(work, results) if self.memory is not None else None
             with _timed(self.timings, "write"):
-                written = self._write(folder, work, results, distinct)
+                written = self._write(folder, work, results, distinct, changed)
             with _timed(self.timings, "quality"):
                 report = self._check(folder, written, rows)
             summary = self._summary(
@@ -404,12 +435,21 @@ class _Run:
                 resumed,
                 health,
             )
-            self._publish(folder, summary, report)
+            summary["verdicts"] = (
+                self.memory.counts(work, len(distinct), changed)
+                if self.memory is not None
+                else {"reused": 0, "verified": len(distinct), "changed": 0}
+            )
+            if self.memory is not None:
+                summary["verdict_store"] = self.memory.report(work, changed)
+            self._publish(folder, summary, report, changed=self.memory is not None)
         except BaseException:
             folder.discard()
             raise
         finally:
             await backend.aclose()
+            if self.memory is not None:
+                self.memory.close()
         work.remove()  # published: the work state goes (docs/pipeline.md, "Resume")
         return CleanResult(self.out, summary)
 
@@ -514,6 +554,8 @@ class _Run:
             if known is None
             else pc.filter(distinct, pc.invert(pc.is_in(distinct, value_set=known)))
         )
+        if self.memory is not None:
+            missing = self.memory.reuse(work, missing, check_smtp=bool(self.check_smtp))
         self.counters["reused"] = len(distinct) - len(missing)
         self.counters["verified"] = len(missing)
         if len(missing):
@@ -533,6 +575,8 @@ class _Run:
         try:
             async for table in backend.results(job):
                 work.write_results(table)
+                if self.memory is not None:
+                    await asyncio.to_thread(self.memory.save, table, backend=backend.name)
                 self.counters["results"] += len(table)
                 self.progress(
                     "verify",
@@ -578,7 +622,12 @@ class _Run:
     # -- write -----------------------------------------------------------------------------------
 
     def _write(
-        self, folder: OutputFolder, work: WorkDir, results: "pa.Table | None", distinct: "pa.Array"
+        self,
+        folder: OutputFolder,
+        work: WorkDir,
+        results: "pa.Table | None",
+        distinct: "pa.Array",
+        changed: "pa.Table | None" = None,
     ) -> dict[str, Any]:
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -636,6 +685,8 @@ class _Run:
                 if count:
                     writers[name].write_table(joined.filter(mask))
                     written["rows"][name].append(_flat(pc.filter(part.column(ROW), mask)))
+            if changed is not None and changed.num_rows:
+                self._write_changed(folder, writers, joined, part.column(ADDRESS), changed)
             written["blank"] += pc.sum(empty).as_py() or 0
             for reason, n in _value_counts(columns["reason"]).items():
                 written["reasons"][reason] += n
@@ -649,9 +700,35 @@ class _Run:
             written["schema"] = schema
             for status in STATUSES:
                 writers[status] = folder.writer(f"{status}.parquet", schema)
+        if self.memory is not None and CHANGED not in writers:
+            schema = _changed_schema(written["schema"])
+            writers[CHANGED] = folder.writer(CHANGED, schema)
         for writer in writers.values():
             writer.close()
         return written
+
+    @staticmethod
+    def _write_changed(
+        folder: OutputFolder,
+        writers: dict[str, Any],
+        joined: "pa.Table",
+        addresses: "pa.ChunkedArray",
+        changed: "pa.Table",
+    ) -> None:
+        """The rows of ``joined`` whose address changed status, with its previous status."""
+        import pyarrow.compute as pc
+
+        at = _flat(pc.index_in(addresses, value_set=changed.column(KEY)))
+        mask = pc.is_valid(at)
+        if not pc.any(mask).as_py():
+            return
+        rows = joined.filter(mask)
+        previous = changed.take(pc.drop_null(at))
+        rows = rows.append_column("previous_status", previous.column("previous_status"))
+        rows = rows.append_column("previous_checked_at", previous.column("previous_checked_at"))
+        if CHANGED not in writers:
+            writers[CHANGED] = folder.writer(CHANGED, rows.schema)
+        writers[CHANGED].write_table(rows)
 
     # -- check -----------------------------------------------------------------------------------
 
@@ -774,7 +851,9 @@ class _Run:
         if problem:
             log.warning("publishing although %s", problem)
 
-    def _publish(self, folder: OutputFolder, summary: dict[str, Any], report: Any) -> None:
+    def _publish(
+        self, folder: OutputFolder, summary: dict[str, Any], report: Any, *, changed: bool = False
+    ) -> None:
         import json
 
         from listhygiene.pipeline.report import render_report
@@ -787,7 +866,8 @@ class _Run:
             )
         folder.write_text("report.html", render_report(summary))
         folder.write_text(SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False))
-        folder.publish([f"{s}.parquet" for s in STATUSES] + ["report.html", SUMMARY])
+        extra = [CHANGED] if changed else []
+        folder.publish([f"{s}.parquet" for s in STATUSES] + extra + ["report.html", SUMMARY])
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -804,6 +884,15 @@ class _timed:
         self.timings[self.name] = self.timings.get(self.name, 0.0) + (
             time.perf_counter() - self.started
         )
+
+
+def _changed_schema(rows: "pa.Schema") -> "pa.Schema":
+    """``changed.parquet``: the rows' columns, then the previous status and when it was found."""
+    import pyarrow as pa
+
+    return rows.append(pa.field("previous_status", pa.string())).append(
+        pa.field("previous_checked_at", pa.timestamp("us", tz="UTC"))
+    )
 
 
 def _run_health(

@@ -138,6 +138,13 @@ class Sandbox:
             raise RuntimeError("the sandbox is not running")
         return self._servers.stats(host)
 
+    @property
+    def dns_queries(self) -> int:
+        """DNS queries the sandbox has answered (or dropped) so far."""
+        if self._servers is None:
+            raise RuntimeError("the sandbox is not running")
+        return self._servers.dns.queries
+
     def resolver(self) -> dns.resolver.Resolver:
         """A dnspython resolver that asks this sandbox and nothing else."""
         return self._configure(dns.resolver.Resolver(configure=False))

@@ -85,13 +85,15 @@ class VerdictStore:
             upgrade(self.engine)
         except (sa.exc.SQLAlchemyError, OSError) as exc:
             reason = getattr(exc, "orig", None) or exc
-            raise VerdictStoreError(f"the verdict store {self._shown()}: {reason}") from None
+            raise VerdictStoreError(f"the verdict store {self.shown}: {reason}") from None
         self._key = self._hashing_key(pepper or os.environ.get(PEPPER_VARIABLE))
 
     def __repr__(self) -> str:
-        return f"<VerdictStore {self._shown()}>"
+        return f"<VerdictStore {self.shown}>"
 
-    def _shown(self) -> str:
+    @property
+    def shown(self) -> str:
+        """The store's URL, without its password."""
         return make_url(self.url).render_as_string(hide_password=True)
 
     def close(self) -> None:
@@ -112,7 +114,7 @@ class VerdictStore:
                 if _KEY not in stored:
                     if _KEY_FINGERPRINT in stored:
                         raise VerdictStoreError(
-                            f"the verdict store {self._shown()} was written with "
+                            f"the verdict store {self.shown} was written with "
                             f"{PEPPER_VARIABLE} set; set it to the same value"
                         )
                     stored[_KEY] = secrets.token_hex(32)
@@ -125,7 +127,7 @@ class VerdictStore:
                 conn.execute(sa.insert(settings).values(name=_KEY_FINGERPRINT, value=fingerprint))
             elif stored[_KEY_FINGERPRINT] != fingerprint:
                 raise VerdictStoreError(
-                    f"the verdict store {self._shown()} was written with another "
+                    f"the verdict store {self.shown} was written with another "
                     f"{PEPPER_VARIABLE}: its hashes do not match; use the same value, or another "
                     "store"
                 )
@@ -233,8 +235,7 @@ class VerdictStore:
             from sqlalchemy.dialects.sqlite import insert
         else:
             raise VerdictStoreError(
-                f"the verdict store {self._shown()}: {dialect} is not supported (SQLite or "
-                "PostgreSQL)"
+                f"the verdict store {self.shown}: {dialect} is not supported (SQLite or PostgreSQL)"
             )
         return insert(table)
 
@@ -286,7 +287,7 @@ class VerdictStore:
                 sa.select(sa.func.count()).where(verdicts.c.smtp_check.is_(True))
             ).scalar_one()
         return {
-            "store": self._shown(),
+            "store": self.shown,
             "verdicts": sum(by_status.values()),
             "by_status": dict(sorted(by_status.items())),
             "smtp_checked": smtp,
