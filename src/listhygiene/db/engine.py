@@ -4,7 +4,8 @@
   handing it out (``pool_pre_ping``), so one whose backend was terminated while idle is replaced
   unseen; connecting gives up after :data:`PG_CONNECT_DEFAULTS` ``connect_timeout`` seconds and
   TCP keepalives notice a vanished server, so a partition is an error the job worker retries
-  (store/retry.py), never a hang (docs/service.md, Faults). A URL's own parameters win.
+  (``service/store/retry.py``), never a hang (docs/service.md, Faults). A URL's own parameters
+  win.
 - SQLite runs in WAL mode (readers do not block the writer), waits up to 30 s for a lock
   instead of failing, enforces foreign keys, and may be used from any thread. Python's sqlite3
   module does not begin a transaction before DDL or before a read, so the engine takes over:

@@ -11,11 +11,9 @@ store, with a version table of their own so that one database may hold both).
 from pathlib import Path
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
-from listhygiene.service.store.engine import transaction
+from listhygiene.db import migrate
 
 __all__ = ["VERSION_TABLE", "domains", "metadata", "settings", "upgrade", "verdicts"]
 
@@ -70,12 +68,5 @@ settings = sa.Table(
 
 
 def upgrade(engine: Engine) -> None:
-    """Bring the store to the newest schema; safe when several processes start at once (one
-    transaction behind a lock: an advisory lock on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite)."""
-    with transaction(engine, write=True) as connection:
-        if engine.dialect.name == "postgresql":
-            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
-        config = Config()
-        config.set_main_option("script_location", str(_MIGRATIONS))
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+    """Bring the store to the newest schema; safe when several processes start at once."""
+    migrate.upgrade(engine, script_location=_MIGRATIONS, lock_key=_LOCK_KEY)

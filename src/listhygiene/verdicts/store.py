@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from listhygiene.service.store.engine import make_engine, transaction
+from listhygiene.db.engine import make_engine, transaction
 from listhygiene.statuses import Status
 from listhygiene.verdicts.schema import domains, settings, upgrade, verdicts
 

@@ -4,7 +4,7 @@ SQLite (one server process, the default) or PostgreSQL (several), through SQLAlc
 schema managed by Alembic migrations shipped in this package. See :mod:`.store` for the design.
 """
 
-from listhygiene.service.store.engine import make_engine
+from listhygiene.db.engine import make_engine
 from listhygiene.service.store.limits import Limit, form_a_limit, form_b_limits
 from listhygiene.service.store.migrate import current_revision, head, upgrade
 from listhygiene.service.store.models import PLANS

@@ -1,10 +1,6 @@
-"""Bring a database to the newest schema with the migrations shipped in this package.
-
-No ``alembic.ini`` is involved: the configuration is built here and points at ``migrations/``.
-Several server processes may start at once, so the upgrade runs in one transaction behind a lock:
-on PostgreSQL a transaction-scoped advisory lock (DDL is transactional there, so the second
-process waits, then finds the schema at head and does nothing); on SQLite ``BEGIN IMMEDIATE``,
-which serialises writers the same way. Upgrading a database already at head is a no-op.
+"""Bring a database to the service store's newest schema (``migrations/``; run as every
+package migration is, :mod:`listhygiene.db.migrate`: no ``alembic.ini``, safe when several
+server processes start at once).
 
 The version table is ``listhygiene_alembic_version``, so a database that another application
 also migrates with Alembic is not confused with ours.
@@ -12,14 +8,13 @@ also migrates with Alembic is not confused with ours.
 
 from pathlib import Path
 
-from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
-from listhygiene.service.store.engine import make_engine, transaction
+from listhygiene.db import migrate
 
 __all__ = ["MIGRATIONS", "VERSION_TABLE", "alembic_config", "current_revision", "head", "upgrade"]
 
@@ -30,11 +25,8 @@ _LOCK_KEY = 0x6C68_7374_6F72_65  # "lhstore"
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
-    """An Alembic configuration for this package's migrations, bound to ``connection``."""
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    config.attributes["connection"] = connection
-    return config
+    """An Alembic configuration for the store's migrations, bound to ``connection``."""
+    return migrate.alembic_config(MIGRATIONS, connection)
 
 
 def head() -> str:
@@ -52,12 +44,4 @@ def current_revision(connection: Connection) -> str | None:
 
 def upgrade(target: str | URL | Engine) -> None:
     """Migrate the database at ``target`` (a URL or an engine) to head; safe to run concurrently."""
-    engine = target if isinstance(target, Engine) else make_engine(target)
-    try:
-        with transaction(engine, write=True) as connection:
-            if engine.dialect.name == "postgresql":
-                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
-            command.upgrade(alembic_config(connection), "head")
-    finally:
-        if engine is not target:
-            engine.dispose()
+    migrate.upgrade(target, script_location=MIGRATIONS, lock_key=_LOCK_KEY)

@@ -35,7 +35,7 @@ from sqlalchemy import Connection, Engine, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 
-from listhygiene.service.store.engine import make_engine, transaction
+from listhygiene.db.engine import make_engine, transaction
 from listhygiene.service.store.migrate import upgrade
 from listhygiene.service.store.models import PLANS, ApiKey, RateWindow, new_id, utcnow
 

@@ -7,7 +7,7 @@ whose ``script_location`` is this folder), it opens its own connection instead.
 from alembic import context
 from sqlalchemy import Connection
 
-from listhygiene.service.store.engine import make_engine
+from listhygiene.db.engine import make_engine
 from listhygiene.service.store.migrate import VERSION_TABLE
 from listhygiene.service.store.models import Base
 
