@@ -126,16 +126,14 @@ def many_domains() -> Iterator[Sandbox]:
 
 
 def _engine(sandbox: Sandbox, **changes: object) -> Engine:
-    return Engine(
-        EngineSettings(
-            dns_server=sandbox.dns_server,
-            smtp_port=sandbox.smtp_port,
-            allow_private_mx=True,
-            helo="verifier.test",
-            check_smtp=False,
-            **changes,
-        )
-    )
+    settings: dict[str, object] = {
+        "dns_server": sandbox.dns_server,
+        "smtp_port": sandbox.smtp_port,
+        "allow_private_mx": True,
+        "helo": "verifier.test",
+        "check_smtp": False,
+    }
+    return Engine(EngineSettings(**{**settings, **changes}))  # type: ignore[arg-type]
 
 
 async def test_a_bulk_run_reads_its_input_in_portions(many_domains: Sandbox) -> None:
@@ -181,3 +179,41 @@ async def test_a_run_carries_its_lane_to_its_lookups(many_domains: Sandbox) -> N
     await engine.verify("alice@d3.test")
     assert seen == [Lane(BULK, "key-a"), Lane(BULK, "key-b"), Lane(INTERACTIVE, "")]
     assert current_lane() == Lane()  # the caller's own context is untouched
+
+
+@pytest.fixture(scope="module")
+def one_busy_host() -> Iterator[Sandbox]:
+    domains = {f"bulk{i}.test": {"a": ["mail.test"], "mailboxes": ["alice"]} for i in range(30)}
+    domains["solo.test"] = {"a": ["mail.test"], "mailboxes": ["alice"]}
+    world = {"domains": domains, "hosts": {"mail.test": {"latency_ms": 20}}}
+    with Sandbox(world) as sandbox:
+        yield sandbox
+
+
+async def test_an_interactive_session_goes_before_queued_bulk_sessions(
+    one_busy_host: Sandbox,
+) -> None:
+    """One session at a time to the host: a bulk run's 30 domains queue for it; an interactive
+    verification asked meanwhile takes the host's next session (politeness unchanged)."""
+    engine = _engine(one_busy_host, check_smtp=True, host_concurrency=1, host_rate=1000)
+    stats = one_busy_host.stats("mail.test")
+    stats.reset()
+
+    async def bulk() -> int:
+        count = 0
+        emails = [f"alice@bulk{i}.test" for i in range(30)]
+        async for _ in engine.verify_each(emails, priority="bulk", tenant="a"):
+            count += 1
+        return count
+
+    job = asyncio.ensure_future(bulk())
+    while stats.connections == 0:  # noqa: ASYNC110 - counted in the sandbox's own thread
+        await asyncio.sleep(0.01)
+    result = await engine.verify("alice@solo.test")
+    assert result.status == "valid"
+    assert await job == 30
+    assert stats.max_active == 1
+    # each session carries a domain's catch-all probe and its address: the interactive address
+    # is in the second session or so, not the 31st
+    position = stats.recipients.index("alice@solo.test")
+    assert position < 3 * 2, stats.recipients[: position + 1]
