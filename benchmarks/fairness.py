@@ -1,0 +1,265 @@
+"""Fairness benchmark: one key's single verifications, idle and while another key's big job runs.
+
+    .venv/bin/python benchmarks/fairness.py [--smtp] [--job-size 10000] [--job-domains 2000]
+        [--latency-ms 20] [--dns-latency-ms 0] [--idle-requests 300] [--seed 1] [--db URL]
+        [--json]
+
+Issue 15, item 6: while key A's 10,000-address job runs, key B's single verifications that need
+DNS must stay within 2x of their idle p99 (docs/service.md, "Fairness").
+
+Set-up (not timed): a world generated from ``--seed`` (``generate_world(seed, domains=
+--job-domains, addresses=--job-size, latency_ms=--latency-ms)``, the default mix: the job's
+addresses), plus 5,000 domains of B's own (``b<i>.fairness.test``, one mailbox each, MX on 20
+hosts of B's with the same latency), every domain answering DNS after ``--dns-latency-ms``
+(``dns_latency_ms``, docs/sandbox.md); the sandbox serves it in its own process (the engine
+benchmark's ``SandboxProcess``); a SQLite store (or ``--db``, as ``benchmarks/service.py``) with
+two enterprise keys with custom limits far above the load; ``listhygiene serve`` as a subprocess
+with the sandbox's settings and every other setting the default (``benchmarks/service.py``'s
+``ServerProcess``). Three processes share the 2 cores: the sandbox, the server and this one.
+
+Measured, from this process, one request at a time (B is one client waiting for each answer):
+``POST /a/v1/verify/single`` for ``someone@b<i>.fairness.test``, a new domain each time, so each
+request needs DNS (``check_smtp`` as ``--smtp``); 20 unmeasured requests warm the server up.
+
+1. **idle**: ``--idle-requests`` requests, nothing else running;
+2. **during**: A submits its job (form B ``POST /b/v1/verify/bulk``, ``smtp_check`` as
+   ``--smtp``), and as soon as the job is accepted B sends requests one after the other until the
+   job is seen completed (polled every 0.25 s); a request counts when it started before the job
+   was seen completed.
+
+Reported: p50/p90/p99/max latency (``time.perf_counter()`` around each request, to its whole
+body) of each phase, their ratio, the job's wall time (acceptance to the poll that sees it
+completed) and its counts. Exit status 1 when the during p99 is over 2x the idle p99, a request
+failed, or the job did not complete.
+"""
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engine import SandboxProcess
+from listhygiene.sandbox.generate import DEFAULT_MIX, generate_world
+from listhygiene.service.store import Store
+from service import KEY_HEADER, ServerProcess, database, percentile
+
+#: The issue's target: B's p99 during the job at most this many times its idle p99.
+TARGET_RATIO = 2.0
+B_DOMAINS = 5_000
+B_HOSTS = 20
+WARMUP = 20
+POLL_SECONDS = 0.25
+CREDITS = 100_000_000
+LIMITS = {
+    "a_single_per_minute": 10_000_000,
+    "a_bulk_per_minute": 10_000_000,
+    "a_file_per_minute": 10_000,
+    "a_other_per_minute": 100_000,
+}
+
+
+def build_world(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], list[str]]:
+    """(world, the job's addresses, B's addresses: one per domain of B's)."""
+    generated = generate_world(
+        args.seed,
+        domains=args.job_domains,
+        addresses=args.job_size,
+        latency_ms=args.latency_ms,
+        mix=DEFAULT_MIX,
+    )
+    world: dict[str, Any] = generated.world.model_dump(mode="json", exclude_defaults=True)
+    world.setdefault("domains", {})
+    world.setdefault("hosts", {})
+    for k in range(B_HOSTS):
+        world["hosts"][f"mx{k}.b-hosts.fairness.test"] = {"latency_ms": args.latency_ms}
+    b_addresses = []
+    for i in range(B_DOMAINS):
+        name = f"b{i}.fairness.test"
+        host = f"mx{i % B_HOSTS}.b-hosts.fairness.test"
+        world["domains"][name] = {
+            "mx": [{"preference": 10, "host": host}],
+            "mailboxes": ["someone"],
+        }
+        b_addresses.append(f"someone@{name}")
+    if args.dns_latency_ms:
+        for spec in world["domains"].values():
+            spec["dns_latency_ms"] = args.dns_latency_ms
+    random.Random(args.seed).shuffle(b_addresses)
+    return world, list(generated.addresses), b_addresses
+
+
+def figures(latencies: list[float]) -> dict[str, float]:
+    ordered = sorted(latencies)
+    if not ordered:
+        return {"requests": 0}
+    return {
+        "requests": len(ordered),
+        "p50_ms": round(percentile(ordered, 0.50) * 1000, 1),
+        "p90_ms": round(percentile(ordered, 0.90) * 1000, 1),
+        "p99_ms": round(percentile(ordered, 0.99) * 1000, 1),
+        "max_ms": round(ordered[-1] * 1000, 1),
+    }
+
+
+class Single:
+    """B's single verifications, one at a time, each on a domain not asked before."""
+
+    def __init__(self, client: httpx.AsyncClient, key: str, addresses: list[str], smtp: bool):
+        self.client = client
+        self.key = key
+        self.addresses = iter(addresses)
+        self.smtp = smtp
+        self.errors: list[str] = []
+
+    async def one(self) -> float:
+        email = next(self.addresses)
+        started = time.perf_counter()
+        answer = await self.client.post(
+            "/a/v1/verify/single",
+            headers={KEY_HEADER: self.key},
+            json={"email": email, "check_smtp": self.smtp},
+        )
+        spent = time.perf_counter() - started
+        if answer.status_code != 200 or answer.json().get("data", {}).get("status") != "valid":
+            self.errors.append(f"{email}: {answer.status_code} {answer.text[:200]}")
+        return spent
+
+
+async def measure(
+    server: ServerProcess,
+    key_a: str,
+    key_b: str,
+    job: list[str],
+    b: list[str],
+    smtp: bool,
+    idle: int,
+) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=server.base, timeout=120) as client:
+        single = Single(client, key_b, b, smtp)
+        for _ in range(WARMUP):
+            await single.one()
+        idle_latencies = [await single.one() for _ in range(idle)]
+
+        submitted_at = time.perf_counter()
+        answer = await client.post(
+            "/b/v1/verify/bulk",
+            headers={"Authorization": f"Bearer {key_a}"},
+            json={"emails": job, "smtp_check": smtp},
+        )
+        if answer.status_code != 200:
+            raise RuntimeError(f"the job was refused: {answer.status_code} {answer.text[:300]}")
+        job_id = answer.json()["job_id"]
+        final: dict[str, Any] = {}
+
+        async def watch() -> None:
+            while True:
+                await asyncio.sleep(POLL_SECONDS)
+                status = await client.get(
+                    f"/b/v1/verify/bulk/{job_id}", headers={"Authorization": f"Bearer {key_a}"}
+                )
+                body = status.json()
+                if body.get("status") in ("completed", "failed"):
+                    final.update(body, wall_seconds=time.perf_counter() - submitted_at)
+                    return
+
+        watcher = asyncio.ensure_future(watch())
+        during: list[float] = []
+        while not watcher.done():
+            during.append(await single.one())
+        await watcher
+        server.check_alive()
+    return {
+        "idle": figures(idle_latencies),
+        "during": figures(during),
+        "job": {
+            "status": final.get("status"),
+            "total": final.get("total"),
+            "processed": final.get("processed"),
+            "wall_seconds": round(final["wall_seconds"], 2),
+        },
+        "errors": single.errors[:5],
+        "error_count": len(single.errors),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smtp", action="store_true", help="probe SMTP (job and singles)")
+    parser.add_argument("--job-size", type=int, default=10_000)
+    parser.add_argument("--job-domains", type=int, default=2_000)
+    parser.add_argument("--latency-ms", type=int, default=20, help="mail hosts' reply latency")
+    parser.add_argument("--dns-latency-ms", type=int, default=0, help="every domain's DNS delay")
+    parser.add_argument("--idle-requests", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--db", help="the store (a scratch PostgreSQL database when postgresql)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+
+    world, job, b_addresses = build_world(args)
+    with tempfile.TemporaryDirectory(prefix="lh-fairness-") as tmp:
+        folder = Path(tmp)
+        world_path = folder / "world.json"
+        world_path.write_text(json.dumps(world))
+        sandbox_dir = folder / "sandbox"
+        sandbox_dir.mkdir()
+        with SandboxProcess(world_path, sandbox_dir) as sandbox, database(args.db, folder) as db:
+            with Store(db) as store:
+                key_a, _ = store.create_key("job", CREDITS, "enterprise", limits=LIMITS)
+                key_b, _ = store.create_key("single", CREDITS, "enterprise", limits=LIMITS)
+            with ServerProcess(db, sandbox, folder / "server.log", key_b) as server:
+                report = asyncio.run(
+                    measure(server, key_a, key_b, job, b_addresses, args.smtp, args.idle_requests)
+                )
+    report["settings"] = {
+        "smtp": args.smtp,
+        "job_size": args.job_size,
+        "job_domains": args.job_domains,
+        "latency_ms": args.latency_ms,
+        "dns_latency_ms": args.dns_latency_ms,
+    }
+    idle, during = report["idle"], report["during"]
+    ratio = during["p99_ms"] / idle["p99_ms"] if during.get("requests") else float("inf")
+    report["p99_ratio"] = round(ratio, 2)
+    ok = (
+        ratio <= TARGET_RATIO
+        and not report["error_count"]
+        and report["job"]["status"] == "completed"
+    )
+    report["target_met"] = ok
+    if args.json:
+        print(json.dumps(report))
+    else:
+        s = report["settings"]
+        print(
+            f"key B's /a/v1/verify/single (check_smtp={str(s['smtp']).lower()}, a new domain each "
+            f"time, DNS latency {s['dns_latency_ms']} ms) while key A's {s['job_size']:,}-address "
+            f"job over {s['job_domains']:,} domains runs:"
+        )
+        for phase in ("idle", "during"):
+            f = report[phase]
+            print(
+                f"  {phase:<7} {f['requests']:>5} requests  p50 {f['p50_ms']:>7} ms  "
+                f"p90 {f['p90_ms']:>7} ms  p99 {f['p99_ms']:>7} ms  max {f['max_ms']:>7} ms"
+            )
+        print(f"  p99 during / idle: {report['p99_ratio']} (target <= {TARGET_RATIO})")
+        j = report["job"]
+        print(
+            f"  job: {j['status']}, {j['processed']}/{j['total']} addresses in "
+            f"{j['wall_seconds']} s"
+        )
+        if report["error_count"]:
+            print(f"  {report['error_count']} failed requests, e.g. {report['errors']}")
+        print("target met" if ok else "TARGET MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
