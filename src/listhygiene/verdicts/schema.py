@@ -2,9 +2,10 @@
 store, with a version table of their own so that one database may hold both).
 
 - ``verdicts``: one row per address, keyed by a keyed hash of the normalised address (never the
-  address), with the result columns, how and when it was checked, and the status before that.
+  address), with the result columns in their compact form (``codes.py``), how and when it was
+  checked, and the status before that.
 - ``verdict_domains``: a domain's mail hosts and reputation as last seen (per domain, not per
-  address: a million addresses share a few thousand domains).
+  address: a million addresses share a few thousand domains), by id.
 - ``verdict_settings``: the store's own settings (the hashing key's fingerprint).
 """
 
@@ -26,34 +27,33 @@ metadata = sa.MetaData()
 verdicts = sa.Table(
     "verdicts",
     metadata,
-    sa.Column("key", sa.String(64), primary_key=True),
-    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("key", sa.String(32), primary_key=True),
+    # statuses, reasons and outcomes are codes of verdicts/codes.py; flags a bitmask
+    sa.Column("status", sa.SmallInteger(), nullable=False),
+    sa.Column("reason", sa.SmallInteger(), nullable=True),
+    sa.Column("flags", sa.SmallInteger(), nullable=False),
     sa.Column("score", sa.Float(), nullable=False),
-    sa.Column("is_deliverable", sa.Boolean(), nullable=False),
-    sa.Column("is_disposable", sa.Boolean(), nullable=False),
-    sa.Column("is_catchall", sa.Boolean(), nullable=False),
-    sa.Column("is_role", sa.Boolean(), nullable=False),
-    sa.Column("is_free", sa.Boolean(), nullable=False),
-    sa.Column("domain", sa.Text(), nullable=False),
-    sa.Column("smtp_check", sa.Boolean(), nullable=False),
-    sa.Column("reason", sa.String(32), nullable=True),
-    sa.Column("response_time", sa.BigInteger(), nullable=False),
-    sa.Column("credits_used", sa.Integer(), nullable=False),
-    sa.Column("dns", sa.String(16), nullable=False),
-    sa.Column("mailbox", sa.String(16), nullable=False),
-    sa.Column("undetermined_reason", sa.String(32), nullable=True),
+    sa.Column("domain_id", sa.Integer(), nullable=False),
+    sa.Column("response_time", sa.Integer(), nullable=False),
+    sa.Column("credits_used", sa.SmallInteger(), nullable=False),
+    sa.Column("dns", sa.SmallInteger(), nullable=False),
+    sa.Column("mailbox", sa.SmallInteger(), nullable=False),
+    sa.Column("undetermined_reason", sa.SmallInteger(), nullable=True),
     sa.Column("backend", sa.String(32), nullable=False),
     #: Unix seconds: compared across dialects without time-zone surprises.
     sa.Column("checked_at", sa.Float(), nullable=False),
-    sa.Column("previous_status", sa.String(16), nullable=True),
+    sa.Column("previous_status", sa.SmallInteger(), nullable=True),
     sa.Column("previous_checked_at", sa.Float(), nullable=True),
     sa.Index("verdicts_checked_at", "checked_at"),
+    # SQLite: the rows live in the key's B-tree, one seek per lookup instead of two
+    sqlite_with_rowid=False,
 )
 
 domains = sa.Table(
     "verdict_domains",
     metadata,
-    sa.Column("domain", sa.Text(), primary_key=True),
+    sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
+    sa.Column("domain", sa.Text(), nullable=False, unique=True),
     sa.Column("mx_records", sa.Text(), nullable=False),  # JSON list
     sa.Column("domain_reputation", sa.Text(), nullable=False),  # JSON object
     sa.Column("checked_at", sa.Float(), nullable=False),

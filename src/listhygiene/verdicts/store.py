@@ -17,6 +17,7 @@ processes and machines may share one store (PostgreSQL) at once. See docs/pipeli
 import hashlib
 import json
 import os
+import re
 import secrets
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -28,6 +29,7 @@ from sqlalchemy.engine import make_url
 
 from listhygiene.db.engine import make_engine, transaction
 from listhygiene.statuses import Status
+from listhygiene.verdicts.codes import FLAGS, STATUSES, decode, encode
 from listhygiene.verdicts.schema import domains, settings, upgrade, verdicts
 
 if TYPE_CHECKING:
@@ -38,25 +40,22 @@ __all__ = ["BATCH", "PEPPER_VARIABLE", "VerdictStore", "VerdictStoreError", "def
 PEPPER_VARIABLE = "LISTHYGIENE_VERDICTS_PEPPER"
 #: Keys per lookup query and rows per upsert statement (SQLite allows 32,766 parameters).
 BATCH = 500
-#: The columns kept per address: the pipeline's internal result columns but the address itself
-#: and the per-domain ones.
-_ROW_COLUMNS = (
+#: The store's per-address columns, as fetched (codes.py turns them back into results).
+_FETCHED = (
+    "key",
     "status",
-    "score",
-    "is_deliverable",
-    "is_disposable",
-    "is_catchall",
-    "is_role",
-    "is_free",
-    "domain",
-    "smtp_check",
     "reason",
+    "flags",
+    "score",
+    "domain_id",
     "response_time",
     "credits_used",
     "dns",
     "mailbox",
     "undetermined_reason",
+    "checked_at",
 )
+_SAVED = (*_FETCHED[:-1], "backend", "checked_at")
 _KEY_FINGERPRINT = "key_fingerprint"
 _KEY = "key"
 
@@ -87,6 +86,8 @@ class VerdictStore:
             reason = getattr(exc, "orig", None) or exc
             raise VerdictStoreError(f"the verdict store {self.shown}: {reason}") from None
         self._key = self._hashing_key(pepper or os.environ.get(PEPPER_VARIABLE))
+        self._verdicts_upsert: Any = None
+        self._domains_upsert: Any = None
 
     def __repr__(self) -> str:
         return f"<VerdictStore {self.shown}>"
@@ -146,47 +147,60 @@ class VerdictStore:
     def fetch(self, addresses: "pa.Array") -> "pa.Table":
         """What the store holds of ``addresses`` (distinct, normalised): a table of the
         pipeline's results (``_address`` and the internal result columns, ``email`` the
-        address) with ``checked_at`` (Unix seconds) and ``backend``; addresses it does not
-        know are absent."""
+        address) with ``checked_at`` (Unix seconds); addresses it does not know are absent."""
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         from listhygiene.pipeline.backends import KEY
         from listhygiene.results import arrow_schema
 
         wanted = [a for a in addresses.to_pylist() if a]
         by_hash = dict(zip(self.hashes(wanted), wanted, strict=True))
-        columns = [verdicts.c.key, *(verdicts.c[c] for c in _ROW_COLUMNS)]
-        columns += [verdicts.c.checked_at, verdicts.c.backend]
-        query = sa.select(*columns).where(verdicts.c.key.in_(sa.bindparam("keys", expanding=True)))
+        # The driver's own SQL and cursor, one statement of BATCH placeholders (the last batch
+        # padded): SQLAlchemy's per-row processing would cost more than the lookup itself.
+        mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
+        sql = (
+            f"SELECT {', '.join(_FETCHED)} FROM verdicts WHERE key IN ({', '.join([mark] * BATCH)})"
+        )
         rows: list[Any] = []
         with self.engine.connect() as conn:
-            for chunk in _chunks(list(by_hash), BATCH):
-                rows.extend(conn.execute(query, {"keys": chunk}).all())
-            found_domains = {r.domain for r in rows}
-            per_domain = self._domains(conn, found_domains)
+            cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+            try:
+                for chunk in _chunks(list(by_hash), BATCH):
+                    cursor.execute(sql, tuple(chunk) + ("",) * (BATCH - len(chunk)))
+                    rows.extend(cursor.fetchall())
+            finally:
+                cursor.close()
+            values = list(zip(*rows, strict=True)) if rows else [()] * len(_FETCHED)
+            column = dict(zip(_FETCHED, values, strict=True))
+            per_domain = self._domains(conn, set(column["domain_id"]))
         schema = arrow_schema(internal=True)
-        values = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
-        data: dict[str, Any] = {KEY: [by_hash[k] for k in values[0]]}
+        data = decode(column, schema)  # type: ignore[arg-type]
+        data[KEY] = pa.array([by_hash[k] for k in column["key"]], pa.string())
         data["email"] = data[KEY]
-        for name, column in zip(_ROW_COLUMNS, values[1:], strict=False):
-            data[name] = list(column)
-        data["mx_records"] = [per_domain.get(d, ([], {}))[0] for d in data["domain"]]
-        data["domain_reputation"] = [per_domain.get(d, ([], {}))[1] for d in data["domain"]]
+        ids = pa.array(sorted(per_domain), pa.int64())
+        at = pc.index_in(pa.array(column["domain_id"], pa.int64()), value_set=ids)
+        for index, name in enumerate(("domain", "mx_records", "domain_reputation")):
+            kind = schema.field(name).type
+            shared = pa.array([per_domain[i][index] for i in ids.to_pylist()], kind)
+            data[name] = pc.take(shared, at)
         fields = [pa.field(KEY, pa.string()), *schema]
-        table = pa.Table.from_pydict(
-            {f.name: pa.array(data[f.name], f.type) for f in fields},
-            schema=pa.schema(fields),
-        )
-        table = table.append_column("checked_at", pa.array(values[-2], pa.float64()))
-        return table.append_column("backend", pa.array(values[-1], pa.string()))
+        table = pa.table({f.name: data[f.name] for f in fields}, schema=pa.schema(fields))
+        return table.append_column("checked_at", pa.array(column["checked_at"], pa.float64()))
 
-    def _domains(self, conn: sa.Connection, names: set[str]) -> dict[str, tuple[Any, Any]]:
-        found: dict[str, tuple[Any, Any]] = {}
-        query = sa.select(domains.c.domain, domains.c.mx_records, domains.c.domain_reputation)
-        query = query.where(domains.c.domain.in_(sa.bindparam("names", expanding=True)))
-        for chunk in _chunks(sorted(names), BATCH):
-            for name, mx, reputation in conn.execute(query, {"names": chunk}):
-                found[name] = (json.loads(mx), _reputation(json.loads(reputation)))
+    def _domains(self, conn: sa.Connection, ids: set[int]) -> dict[int, tuple[Any, Any, Any]]:
+        """``{id: (domain, mx_records, domain_reputation)}`` of the domains ``ids``."""
+        found: dict[int, tuple[Any, Any, Any]] = {}
+        columns = (
+            domains.c.id,
+            domains.c.domain,
+            domains.c.mx_records,
+            domains.c.domain_reputation,
+        )
+        query = sa.select(*columns).where(domains.c.id.in_(sa.bindparam("ids", expanding=True)))
+        for chunk in _chunks(sorted(ids), BATCH):
+            for id_, name, mx, reputation in conn.execute(query, {"ids": chunk}):
+                found[id_] = (name, json.loads(mx), _reputation(json.loads(reputation)))
         return found
 
     # -- writing ---------------------------------------------------------------------------------
@@ -196,36 +210,63 @@ class VerdictStore:
         returns how many rows were written. ``unknown`` results are not kept: they are never
         reused, and the store keeps the last verdict that said something. A stored verdict
         checked after ``checked_at`` is never replaced."""
+        import pyarrow.compute as pc
+
         from listhygiene.pipeline.backends import KEY
 
         moment = time.time() if checked_at is None else checked_at
-        known = [r for r in results.to_pylist() if r["status"] != Status.UNKNOWN.value and r[KEY]]
-        if not known:
+        keep = pc.and_(
+            pc.not_equal(results.column("status"), Status.UNKNOWN.value),
+            pc.is_valid(results.column(KEY)),
+        )
+        known = results.filter(keep)
+        if not known.num_rows:
             return 0
-        keys = self.hashes(r[KEY] for r in known)
+        # per domain: the first row of each (mail hosts and reputation are the domain's)
+        names = pc.unique(known.column("domain"))
+        first = known.take(pc.index_in(names, value_set=known.column("domain")))
+        hosts = first.select(["domain", "mx_records", "domain_reputation"]).to_pylist()
+        given: dict[str, list[Any]] = {
+            name: array.to_pylist() for name, array in encode(known).items()
+        }
+        given["key"] = self.hashes(known.column(KEY).to_pylist())
+        given["backend"] = [backend] * known.num_rows
+        given["checked_at"] = [moment] * known.num_rows
+        sql, order = self._upsert_verdicts_sql()
+        with transaction(self.engine, write=True) as conn:
+            ids = self._domain_ids(conn, hosts, moment)
+            given["domain_id"] = [ids[d] for d in known.column("domain").to_pylist()]
+            rows = list(zip(*(given[n] for n in order), strict=True))
+            cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+            try:
+                for chunk in _chunks(rows, BATCH * 10):
+                    cursor.executemany(sql, chunk)
+            finally:
+                cursor.close()
+        return len(rows)
+
+    def _domain_ids(
+        self, conn: sa.Connection, hosts: list[dict[str, Any]], moment: float
+    ) -> dict[str, int]:
+        """Upsert the domains' mail hosts (a newer one wins); their ids."""
         rows = [
             {
-                "key": key,
-                **{c: r[c] for c in _ROW_COLUMNS},
-                "backend": backend,
+                "domain": h["domain"],
+                "mx_records": json.dumps(list(h["mx_records"] or [])),
+                "domain_reputation": json.dumps(h["domain_reputation"] or {}),
                 "checked_at": moment,
             }
-            for key, r in zip(keys, known, strict=True)
+            for h in hosts
         ]
-        latest: dict[str, dict[str, Any]] = {}
-        for r in known:
-            latest[r["domain"]] = {
-                "domain": r["domain"],
-                "mx_records": json.dumps(list(r["mx_records"] or [])),
-                "domain_reputation": json.dumps(r["domain_reputation"] or {}),
-                "checked_at": moment,
-            }
-        with transaction(self.engine, write=True) as conn:
-            for chunk in _chunks(rows, BATCH):
-                conn.execute(self._upsert_verdicts(chunk))
-            for chunk in _chunks(list(latest.values()), BATCH):
-                conn.execute(self._upsert_domains(chunk))
-        return len(rows)
+        for chunk in _chunks(rows, BATCH * 10):
+            conn.execute(self._upsert_domains(), chunk)
+        ids: dict[str, int] = {}
+        query = sa.select(domains.c.domain, domains.c.id).where(
+            domains.c.domain.in_(sa.bindparam("names", expanding=True))
+        )
+        for chunk in _chunks([h["domain"] for h in hosts], BATCH):
+            ids.update((name, id_) for name, id_ in conn.execute(query, {"names": chunk}))
+        return ids
 
     def _insert(self, table: sa.Table) -> Any:
         dialect = self.engine.dialect.name
@@ -239,27 +280,41 @@ class VerdictStore:
             )
         return insert(table)
 
-    def _upsert_verdicts(self, rows: list[dict[str, Any]]) -> Any:
-        statement = self._insert(verdicts).values(rows)
-        new = statement.excluded
-        return statement.on_conflict_do_update(
-            index_elements=[verdicts.c.key],
-            set_={
-                **{c: new[c] for c in (*_ROW_COLUMNS, "backend", "checked_at")},
-                "previous_status": verdicts.c.status,
-                "previous_checked_at": verdicts.c.checked_at,
-            },
-            where=new.checked_at >= verdicts.c.checked_at,
-        )
+    def _upsert_verdicts_sql(self) -> tuple[str, tuple[str, ...]]:
+        """The upsert as the driver's SQL and the order of its positional parameters: compiled
+        once by SQLAlchemy for the dialect, executed for many rows by the driver itself."""
+        if self._verdicts_upsert is None:
+            statement = self._insert(verdicts)
+            new = statement.excluded
+            upsert = statement.values({c: sa.bindparam(c) for c in _SAVED}).on_conflict_do_update(
+                index_elements=[verdicts.c.key],
+                set_={
+                    **{c: new[c] for c in _SAVED[1:]},
+                    "previous_status": verdicts.c.status,
+                    "previous_checked_at": verdicts.c.checked_at,
+                },
+                where=new.checked_at >= verdicts.c.checked_at,
+            )
+            compiled = upsert.compile(dialect=self.engine.dialect)
+            order = tuple(compiled.positiontup or ())
+            sql = str(compiled)
+            if not order:  # a named paramstyle (psycopg's pyformat): positional %s instead
+                names = list(compiled.params)
+                order = tuple(n for n in _placeholders(sql) if n in names)
+                sql = re.sub(r"%\((\w+)\)s", "%s", sql)
+            self._verdicts_upsert = (sql, order)
+        return self._verdicts_upsert
 
-    def _upsert_domains(self, rows: list[dict[str, Any]]) -> Any:
-        statement = self._insert(domains).values(rows)
-        new = statement.excluded
-        return statement.on_conflict_do_update(
-            index_elements=[domains.c.domain],
-            set_={c: new[c] for c in ("mx_records", "domain_reputation", "checked_at")},
-            where=new.checked_at >= domains.c.checked_at,
-        )
+    def _upsert_domains(self) -> Any:
+        if self._domains_upsert is None:
+            statement = self._insert(domains)
+            new = statement.excluded
+            self._domains_upsert = statement.on_conflict_do_update(
+                index_elements=[domains.c.domain],
+                set_={c: new[c] for c in ("mx_records", "domain_reputation", "checked_at")},
+                where=new.checked_at >= domains.c.checked_at,
+            )
+        return self._domains_upsert
 
     # -- managing --------------------------------------------------------------------------------
 
@@ -269,11 +324,12 @@ class VerdictStore:
         day = 86400.0
         ages = {"1d": day, "7d": 7 * day, "30d": 30 * day, "90d": 90 * day}
         with self.engine.connect() as conn:
-            by_status = dict(
-                conn.execute(
+            by_status = {
+                STATUSES[code]: count
+                for code, count in conn.execute(
                     sa.select(verdicts.c.status, sa.func.count()).group_by(verdicts.c.status)
                 ).all()
-            )
+            }
             oldest, newest = conn.execute(
                 sa.select(sa.func.min(verdicts.c.checked_at), sa.func.max(verdicts.c.checked_at))
             ).one()
@@ -284,7 +340,7 @@ class VerdictStore:
                 for label, seconds in ages.items()
             }
             smtp = conn.execute(
-                sa.select(sa.func.count()).where(verdicts.c.smtp_check.is_(True))
+                sa.select(sa.func.count()).where(verdicts.c.flags.op("&")(FLAGS["smtp_check"]) != 0)
             ).scalar_one()
         return {
             "store": self.shown,
@@ -318,6 +374,11 @@ class VerdictStore:
             for chunk in _chunks(self.hashes(cleaned), BATCH):
                 gone += conn.execute(sa.delete(verdicts).where(verdicts.c.key.in_(chunk))).rowcount
         return gone
+
+
+def _placeholders(sql: str) -> list[str]:
+    """The names of ``%(name)s`` placeholders, in order."""
+    return re.findall(r"%\((\w+)\)s", sql)
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
