@@ -208,8 +208,8 @@ async def aclean(
     **engine_overrides: Any,
 ) -> CleanResult:
     """Clean ``source`` (a file path, a SQLAlchemy URL with ``table`` or ``query``, a pandas
-    DataFrame or an Arrow table) into ``out`` (a folder or filesystem URL; a temporary folder
-    when None).
+    DataFrame or an Arrow table) into ``out`` (a folder or filesystem URL; when None, a
+    temporary folder that lives as long as the result: see :meth:`CleanResult.close`).
 
     ``check_smtp`` defaults to the engine settings' (``LISTHYGIENE_CHECK_SMTP``, on by default).
     ``quality="warn"`` publishes the outputs even when a data-quality check fails (the summary
