@@ -36,7 +36,8 @@ with DAG(
     EmailVerificationOperator(
         task_id="clean_crm_export",
         source="{{ params.source }}",
-        out="{{ params.out_root }}/crm_export/{{ ds }}",
+        # run_after, not ds: a manually triggered run has no logical date (nor ds)
+        out="{{ params.out_root }}/crm_export/{{ dag_run.run_after | ds }}",
         listhygiene_conn_id="listhygiene_default",
         deferrable=True,
         poll_interval=30,

@@ -31,7 +31,7 @@ with DAG(
         sql_conn_id="crm_postgres",
         table="{{ params.table }}",
         email_column="{{ params.email_column }}",
-        out="{{ params.out_root }}/{{ params.table }}/{{ ds }}",
+        out="{{ params.out_root }}/{{ params.table }}/{{ dag_run.run_after | ds }}",
         listhygiene_conn_id="listhygiene_default",
         deferrable=True,
     )

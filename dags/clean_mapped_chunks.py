@@ -17,7 +17,9 @@ from listhygiene_airflow.chunks import SPLIT_MANIFEST, merge_outputs, split_list
 from listhygiene_airflow.operators.verification import EmailVerificationOperator
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "crm_export.csv"
-RUN = "{{ params.out_root }}/mapped/{{ ds }}"
+# One folder per run, the same on every try: run_after is set on every run, manual ones too
+# (which have no logical date, so no ds or ts).
+RUN = "{{ params.out_root }}/mapped/{{ dag_run.run_after | ts_nodash }}"
 
 with DAG(
     dag_id="clean_mapped_chunks",
@@ -35,11 +37,10 @@ with DAG(
 ) as dag:
 
     @task
-    def split(params: dict | None = None, ds: str | None = None) -> list[str]:
+    def split(run: str, params: dict | None = None) -> list[str]:
         """Write the chunk files; their paths feed the mapped verification."""
         assert params is not None
-        folder = f"{params['out_root']}/mapped/{ds}/chunks"
-        return split_list(params["source"], folder, chunks=int(params["chunks"]))
+        return split_list(params["source"], f"{run}/chunks", chunks=int(params["chunks"]))
 
     verified = EmailVerificationOperator.partial(
         task_id="verify_chunk",
@@ -47,14 +48,12 @@ with DAG(
         listhygiene_conn_id="listhygiene_default",
         deferrable=True,
         max_active_tis_per_dag=8,
-    ).expand(source=split())
+    ).expand(source=split(RUN))
 
     @task
-    def merge(summaries: list[dict], params: dict | None = None, ds: str | None = None) -> dict:
+    def merge(summaries: list[dict], run: str) -> dict:
         """Concatenate the chunks' outputs per status, check the merged result, summarise."""
-        assert params is not None
-        run = f"{params['out_root']}/mapped/{ds}"
         manifest = json.loads(Path(f"{run}/chunks/{SPLIT_MANIFEST}").read_text())
         return merge_outputs(summaries, f"{run}/merged", expected_rows=manifest["rows"])
 
-    merge(verified.output)
+    merge(verified.output, RUN)

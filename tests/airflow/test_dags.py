@@ -1,6 +1,11 @@
 """The example DAGs, run with ``dag.test()`` in the session's Airflow home: against the sandbox
 through the local engine, and against the service in form B (the deferrable path through the
-trigger); their import; and the provider's registration."""
+trigger); their import; and the provider's registration.
+
+Most runs are what ``airflow dags trigger`` makes: no logical date (so no ``ds``, ``ts`` or data
+interval to template with), only ``run_id`` and ``dag_run.run_after``. ``dag.test()`` sets a
+logical date unless given ``logical_date=None``.
+"""
 
 import json
 import os
@@ -28,8 +33,15 @@ def dagbag() -> Any:
     return DagBag(dag_folder=str(REPO / "dags"))
 
 
-def run(dag_id: str, **conf: Any) -> Any:
-    run = dagbag().get_dag(dag_id).test(logical_date=DAY, run_conf=conf)
+def run(dag_id: str, *, scheduled: bool = False, **conf: Any) -> Any:
+    """Run the DAG as a manual trigger does (no logical date), or as the scheduler does (a
+    logical date, equal to ``run_after`` in Airflow 3's cron timetables), after ``DAY``."""
+    logical_date = DAY if scheduled else None
+    dag = dagbag().get_dag(dag_id)
+    for task in dag.tasks:
+        task.retries = 0  # a failure fails the test now, not after the DAG's retry delay
+    run = dag.test(run_after=DAY, logical_date=logical_date, run_conf=conf)
+    assert (run.logical_date is None) is not scheduled
     assert run.state == "success", [
         (ti.task_id, ti.map_index, ti.state) for ti in run.get_task_instances()
     ]
@@ -79,10 +91,11 @@ def test_provider_is_registered(airflow_home: Path) -> None:
     assert fields["backend"]["schema"]["enum"] == ["local", "form-a", "form-b"]
 
 
+@pytest.mark.parametrize("scheduled", [False, True], ids=["triggered", "scheduled"])
 def test_crm_daily_with_the_local_engine(
-    airflow_home: Path, local_connection: Any, tmp_path: Path
+    airflow_home: Path, local_connection: Any, tmp_path: Path, scheduled: bool
 ) -> None:
-    run("clean_crm_daily", out_root=str(tmp_path))
+    run("clean_crm_daily", scheduled=scheduled, out_root=str(tmp_path))
     counts = written(tmp_path / "crm_export" / "2025-06-01")
     assert sum(counts.values()) == 1000
     assert counts["valid"] > 0
@@ -129,7 +142,7 @@ def test_mapped_chunks_merge_to_what_one_run_gives(
     import listhygiene
 
     run("clean_mapped_chunks", out_root=str(tmp_path), chunks=3)
-    folder = tmp_path / "mapped" / "2025-06-01"
+    folder = tmp_path / "mapped" / "20250601T000000"  # one folder per run
     assert sorted(p.name for p in folder.glob("chunk-*") if p.is_dir()) == [
         "chunk-0",
         "chunk-1",
@@ -199,3 +212,40 @@ def test_from_postgres_reads_the_table_through_a_connection(
     run("clean_from_postgres", out_root=str(tmp_path), table=postgres_table, email_column="Email")
     counts = written(tmp_path / postgres_table / "2025-06-01")
     assert sum(counts.values()) == 60
+
+
+def airflow_cli(*args: str) -> str:
+    """An ``airflow`` command in the session's Airflow home; its standard output."""
+    env = {**os.environ, **AIRFLOW_ENV}
+    airflow = Path(sys.executable).with_name("airflow")
+    done = subprocess.run(
+        [str(airflow), *args], capture_output=True, text=True, env=env, timeout=180
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_the_documented_trigger_renders_every_path(airflow_home: Path, tmp_path: Path) -> None:
+    """``airflow dags trigger`` as docs/airflow.md shows it makes a run without a logical date;
+    Airflow's own ``tasks render`` of that run renders the output folders (``{{ ds }}`` failed
+    here with ``UndefinedError``)."""
+    airflow_cli("dags", "reserialize")
+    rendered = {}
+    for dag_id, task_id in [
+        ("clean_crm_daily", "clean_crm_export"),
+        ("clean_mapped_chunks", "split"),
+    ]:
+        conf = json.dumps({"out_root": str(tmp_path)})
+        (created,) = json.loads(
+            airflow_cli("dags", "trigger", dag_id, "--conf", conf, "--output", "json")
+            .strip()
+            .splitlines()[-1]
+        )
+        assert created["logical_date"] is None
+        text = airflow_cli("tasks", "render", dag_id, task_id, created["dag_run_id"])
+        # manual__<run_after>: the day the run was triggered
+        rendered[dag_id] = (text, created["dag_run_id"].removeprefix("manual__")[:10])
+    text, day = rendered["clean_crm_daily"]
+    assert f"{tmp_path}/crm_export/{day}\n" in text
+    text, day = rendered["clean_mapped_chunks"]
+    assert f"'{tmp_path}/mapped/{day.replace('-', '')}T" in text

@@ -53,7 +53,7 @@ class EmailVerificationOperator(BaseOperator):
     :param source: a file path (CSV, TSV, TXT, XLSX, XLS, Parquet, JSONL) or a SQLAlchemy URL;
         with ``sql_conn_id`` it may be left out. Templated.
     :param out: the output folder or filesystem URL (one run's outputs; use a folder per run,
-        e.g. ``/data/clean/{{ ds }}``). Templated.
+        e.g. ``/data/clean/{{ dag_run.run_after | ds }}``: a manual run has no ``ds``). Templated.
     :param sql_conn_id: an Airflow connection to a database to read from (with ``table`` or
         ``query``); its SQLAlchemy URL, or the ``sqlalchemy_url`` extra, is the source.
     :param table: a table (``schema.table``) of the database. Templated.
