@@ -217,3 +217,26 @@ async def test_an_interactive_session_goes_before_queued_bulk_sessions(
     # is in the second session or so, not the 31st
     position = stats.recipients.index("alice@solo.test")
     assert position < 3 * 2, stats.recipients[: position + 1]
+
+
+@pytest.fixture(scope="module")
+def five_domains() -> Iterator[Sandbox]:
+    mailboxes = [f"a{n}" for n in range(10)]
+    domains = {f"s{i}.test": {"a": ["mail.test"], "mailboxes": mailboxes} for i in range(5)}
+    with Sandbox({"domains": domains, "hosts": {"mail.test": {}}}) as sandbox:
+        yield sandbox
+
+
+async def test_a_bulk_run_in_portions_still_gives_each_domain_one_session(
+    five_domains: Sandbox,
+) -> None:
+    """A bulk list is read a domain at a time: in portions of 5, a list that interleaves 5
+    domains of 10 addresses each would otherwise open a session per address (50, as an
+    interactive run with the same read-ahead does); together, a domain's 10 take 2 at most."""
+    engine = _engine(five_domains, check_smtp=True, bulk_pending=5, host_rate=1000)
+    stats = five_domains.stats("mail.test")
+    stats.reset()
+    emails = [f"a{n}@s{i}.test" for n in range(10) for i in range(5)]
+    statuses = [r.status async for _, r in engine.verify_each(emails, priority="bulk")]
+    assert statuses == ["valid"] * 50
+    assert stats.connections <= 10

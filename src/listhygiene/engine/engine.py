@@ -191,6 +191,12 @@ class Engine:
         return dict(await asyncio.gather(*tasks))
 
 
+def _domain_key(raw: object) -> str:
+    """What follows the last ``@``, roughly normalised: enough to put a domain's addresses
+    together (the real parse comes later)."""
+    return str(raw).rpartition("@")[2].strip().lower() if raw is not None else ""
+
+
 class _Run:
     """One call of ``verify_many``: its reading, its domain tasks and its output queue."""
 
@@ -220,6 +226,10 @@ class _Run:
     async def results(
         self, emails: Iterable[object] | AsyncIterable[object]
     ) -> AsyncIterator[tuple[object, VerificationResult]]:
+        if self.lane.priority is Priority.BULK and isinstance(emails, list | tuple):
+            # Read in portions, a domain's addresses must arrive together to share its sessions
+            # (scattered, each portion would open the domain's sessions again).
+            emails = sorted(emails, key=_domain_key)
         # The run's tasks (the reader, and the domain tasks it starts) carry its lane, which the
         # resolver and the pacer read where they take a slot.
         reader = asyncio.get_running_loop().create_task(
