@@ -8,7 +8,13 @@ from collections.abc import Iterator
 import pytest
 
 from listhygiene.engine import Engine, EngineSettings
-from listhygiene.engine.fairness import FairSlots, Lane, Priority, current_lane
+from listhygiene.engine.fairness import (
+    FairSlots,
+    InteractiveActivity,
+    Lane,
+    Priority,
+    current_lane,
+)
 from listhygiene.sandbox import Sandbox
 
 INTERACTIVE = Priority.INTERACTIVE
@@ -240,3 +246,38 @@ async def test_a_bulk_run_in_portions_still_gives_each_domain_one_session(
     statuses = [r.status async for _, r in engine.verify_each(emails, priority="bulk")]
     assert statuses == ["valid"] * 50
     assert stats.connections <= 10
+
+
+async def test_bulk_work_holds_back_while_an_interactive_run_is_in_progress() -> None:
+    activity = InteractiveActivity(max_hold=10)
+    order: list[str] = []
+
+    async def bulk() -> None:
+        await activity.bulk_turn()
+        order.append("bulk")
+
+    with activity.running():
+        waiting = asyncio.ensure_future(bulk())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        order.append("interactive")
+    await asyncio.wait_for(waiting, 1)
+    assert order == ["interactive", "bulk"]
+
+
+async def test_a_steady_stream_of_interactive_runs_does_not_stop_bulk_work() -> None:
+    activity = InteractiveActivity(max_hold=0.2)
+    with activity.running():
+        await asyncio.wait_for(activity.bulk_turn(), 5)  # held, then let through
+        # and then let through at once for a while: one hold does not become one per step
+        passed = 0
+        while True:
+            turn = asyncio.ensure_future(activity.bulk_turn())
+            await asyncio.sleep(0)
+            if not turn.done():
+                turn.cancel()
+                break
+            passed += 1
+            if passed == 100:
+                break
+    assert passed >= 1

@@ -16,6 +16,7 @@ holds thousands of lookups in front of anyone (docs/service.md, "Fairness").
 """
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -23,7 +24,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from listhygiene.engine.fairness import Lane, Priority, lane_context
+from listhygiene.engine.fairness import InteractiveActivity, Lane, Priority, lane_context
 from listhygiene.engine.health import RunHealth
 from listhygiene.engine.lists import is_disposable, is_free, is_role
 from listhygiene.engine.pacing import Pacer
@@ -87,6 +88,7 @@ class Engine:
         self._resolver: Resolver | None = None
         self._context: ProbeContext | None = None
         self._reputation: Reputation | None = None
+        self._interactive: InteractiveActivity | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def _ensure_started(self) -> None:
@@ -98,6 +100,7 @@ class Engine:
             self._resolver = None
         if self._resolver is None:
             self._resolver = Resolver(self.settings)
+            self._interactive = InteractiveActivity()
             self._reputation = Reputation(self._resolver.dns_resolver, self.settings.dnsbl_zones)
             self._context = ProbeContext(
                 self.settings, Pacer(self.settings), on_reach=self.health.record
@@ -122,10 +125,10 @@ class Engine:
         tenant: str = "",
     ) -> VerificationResult:
         """Verify one address."""
-        async for result in self.verify_many(
-            [email], check_smtp=check_smtp, priority=priority, tenant=tenant
-        ):
-            return result
+        run = self.verify_each([email], check_smtp=check_smtp, priority=priority, tenant=tenant)
+        async with contextlib.aclosing(run):
+            async for _, result in run:
+                return result
         raise AssertionError("verify_many yielded nothing")  # pragma: no cover
 
     async def verify_many(
@@ -203,6 +206,9 @@ class _Run:
     def __init__(self, engine: Engine, check_smtp: bool, lane: Lane) -> None:
         self.engine = engine
         self.lane = lane
+        assert engine._interactive is not None
+        self.interactive = engine._interactive
+        self.bulk = lane.priority is Priority.BULK
         self.settings = engine.settings
         self.check_smtp = check_smtp
         assert engine._resolver is not None
@@ -235,18 +241,21 @@ class _Run:
         reader = asyncio.get_running_loop().create_task(
             self._read(emails), context=lane_context(self.lane)
         )
-        try:
-            while True:
-                item = await self.out.get()
-                if item is _DONE:
-                    break
-                self.room.release()
-                yield item
-            await reader  # re-raise a failure of the input iterator itself
-        finally:
-            for task in (reader, *self.tasks):
-                task.cancel()
-            await asyncio.gather(reader, *self.tasks, return_exceptions=True)
+        # while an interactive run is in progress, bulk runs start nothing new (fairness.py)
+        counted = contextlib.nullcontext() if self.bulk else self.interactive.running()
+        with counted:
+            try:
+                while True:
+                    item = await self.out.get()
+                    if item is _DONE:
+                        break
+                    self.room.release()
+                    yield item
+                await reader  # re-raise a failure of the input iterator itself
+            finally:
+                for task in (reader, *self.tasks):
+                    task.cancel()
+                await asyncio.gather(reader, *self.tasks, return_exceptions=True)
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -265,6 +274,8 @@ class _Run:
 
     async def _admit(self, raw: object) -> None:
         await self.room.acquire()
+        if self.bulk:
+            await self.interactive.bulk_turn()
         self.admitted += 1
         if self.admitted % self.yield_every == 0:
             # acquire() does not yield while there is room: let the domain tasks start their DNS
@@ -290,6 +301,8 @@ class _Run:
     async def _domain(self, job: _DomainJob) -> None:
         try:
             await asyncio.sleep(0)  # let the reader add more of this domain first
+            if self.bulk:
+                await self.interactive.bulk_turn()
             route = await self.resolver.route(job.domain)
             reputation = await self._reputation_of(route)
 
