@@ -66,9 +66,11 @@ RATE_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset
 
 
 class FailingEngine:
-    """An engine that always fails: the job fails, its credits come back."""
+    """An engine that always fails: the job fails, its credits come back. It fails after a
+    moment, so that the test sees the job's reservation before the refund."""
 
     async def verify_each(self, emails: Any, *, check_smtp: bool | None = None, **lane: Any) -> Any:
+        await asyncio.sleep(0.5)
         raise RuntimeError("secret internal detail")
         yield  # pragma: no cover
 

@@ -16,7 +16,6 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -290,7 +289,7 @@ async def verify_charged(
         return parsed.email if parsed is not None else email
 
     wanted = {distinct(e) for e in emails}
-    if not await run_in_threadpool(store.reserve_credits, key_id, len(wanted)):
+    if not await store.batches().reserve(key_id, len(wanted)):  # coalesced (store/batching.py)
         raise insufficient(details=f"{len(wanted)} credits needed")
 
     found: dict[str, VerificationResult] = {}
@@ -328,7 +327,7 @@ async def verify_charged(
         raise
     kept = len({distinct(given) for given, r in found.items() if r.credits_used > 0})
     if len(wanted) > kept:
-        await run_in_threadpool(store.refund_credits, key_id, len(wanted) - kept)
+        await store.batches().refund(key_id, len(wanted) - kept)
     return found, kept
 
 

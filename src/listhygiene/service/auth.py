@@ -8,7 +8,8 @@ per day, by plan; the hourly window goes in the ``X-RateLimit-*`` headers of eve
 the key is known, errors included (the headers are kept in ``request.state.rate_headers``,
 which the error handlers read too).
 
-The store is synchronous (SQLAlchemy), so its calls run in the thread pool.
+The store is synchronous (SQLAlchemy): the admission of the requests that arrive together runs
+as one transaction in a thread (``Store.batches``, store/batching.py).
 """
 
 import time
@@ -16,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from fastapi import Request, Response
-from starlette.concurrency import run_in_threadpool
 
 from listhygiene.errors import (
     FormAAccessDenied,
@@ -25,7 +25,14 @@ from listhygiene.errors import (
     FormBInvalidApiKey,
     FormBRateLimitExceeded,
 )
-from listhygiene.service.store import ApiKeyRow, RateHit, Store, form_a_limit, form_b_limits
+from listhygiene.service.store import (
+    ApiKeyRow,
+    Limit,
+    RateHit,
+    Store,
+    form_a_limit,
+    form_b_limits,
+)
 
 __all__ = ["FORM_A_KEY_HEADER", "FormBKey", "form_a_key", "form_b_key"]
 
@@ -52,13 +59,15 @@ def _given_key(value: str | None) -> str | None:
 def form_a_key(endpoint: AEndpoint) -> Callable[[Request], Awaitable[ApiKeyRow]]:
     """A dependency: the request's form A key, after counting it against ``endpoint``'s limit."""
 
+    def limits(row: ApiKeyRow) -> list[Limit]:
+        return [form_a_limit(row, endpoint)]
+
     async def dependency(request: Request) -> ApiKeyRow:
         store = _store(request)
         given = _given_key(request.headers.get(FORM_A_KEY_HEADER))
-        # One thread hop and one transaction: the key and its count (a fixed cost per request).
-        key, hits = await run_in_threadpool(
-            store.admit, given, lambda row: [form_a_limit(row, endpoint)]
-        )
+        # The key and its count, in one transaction with the other requests waiting for theirs
+        # (store/batching.py: a fixed cost per request, shared).
+        key, hits = await store.batches().admit(given, limits)
         if key is None:
             raise FormAInvalidApiKey(
                 details="Provide a valid key in the LISTHYGIENE-API-KEY header"
@@ -92,7 +101,7 @@ async def form_b_key(request: Request, response: Response) -> FormBKey:
     store = _store(request)
     scheme, token = ([*request.headers.get("authorization", "").split(None, 1), "", ""])[:2]
     given = _given_key(token) if scheme.lower() == "bearer" else None
-    key, hits = await run_in_threadpool(store.admit, given, form_b_limits)
+    key, hits = await store.batches().admit(given, form_b_limits)
     if key is None or not key.active:  # form B has no 403 for keys: a disabled one is invalid
         raise FormBInvalidApiKey(details="Send Authorization: Bearer <API key>")
     hour, _ = form_b_limits(key)

@@ -40,6 +40,7 @@ from listhygiene.service.store.migrate import upgrade
 from listhygiene.service.store.models import PLANS, ApiKey, RateWindow, new_id, utcnow
 
 if TYPE_CHECKING:
+    from listhygiene.service.store.batching import StoreBatches
     from listhygiene.service.store.limits import Limit
 
 __all__ = ["KEY_PREFIX", "LIMIT_FIELDS", "ApiKeyRow", "Credits", "RateHit", "Store", "hash_key"]
@@ -128,6 +129,14 @@ class Store:
     def transaction(self, *, write: bool = False) -> AbstractContextManager[Connection]:
         """A connection in a transaction; ``write=True`` if it writes after reading."""
         return transaction(self.engine, write=write)
+
+    def batches(self) -> "StoreBatches":
+        """The async, coalesced twins of :meth:`admit`, :meth:`reserve_credits` and
+        :meth:`refund_credits` for the running event loop (:mod:`.batching`): what the request
+        path of the service uses."""
+        from listhygiene.service.store.batching import StoreBatches
+
+        return StoreBatches.for_loop(self)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -219,6 +228,69 @@ class Store:
         if not self._run(conn, lambda c: c.execute(self._hot.refund, values).rowcount == 1):
             raise LookupError(f"no key {key_id!r} with {amount} credits consumed to refund")
 
+    def reserve_many(self, requests: Sequence[tuple[str, int]]) -> list[bool]:
+        """:meth:`reserve_credits` for many ``(key_id, amount)`` in one transaction, with the
+        answers each would get if they were reserved one after the other in this order: a key's
+        reservations are one conditional ``UPDATE`` of their sum when the balance has it all;
+        otherwise the key's row is locked and its balance goes, in order, to each reservation
+        that still fits. The balance never goes below zero (docs/service.md, "Speed")."""
+        for _, amount in requests:
+            _check_amount(amount)
+        answers = [False] * len(requests)
+        by_key: dict[str, list[int]] = {}
+        for index, (key_id, _) in enumerate(requests):
+            by_key.setdefault(key_id, []).append(index)
+        with self.transaction(write=True) as conn:
+            for key_id in sorted(by_key):  # one order of row locks for every process
+                members = by_key[key_id]
+                total = sum(requests[i][1] for i in members)
+                values = {"key_id": key_id, "amount": total}
+                if conn.execute(self._hot.reserve, values).rowcount == 1:
+                    for index in members:
+                        answers[index] = True
+                    continue
+                balance = conn.execute(self._hot.balance, {"key_id": key_id}).scalar_one_or_none()
+                if balance is None:
+                    continue  # no such key
+                taken = 0
+                for index in members:
+                    amount = requests[index][1]
+                    if taken + amount <= balance:
+                        taken += amount
+                        answers[index] = True
+                if (
+                    taken
+                    and conn.execute(
+                        self._hot.reserve, {"key_id": key_id, "amount": taken}
+                    ).rowcount
+                    != 1
+                ):
+                    raise RuntimeError(f"the balance of {key_id!r} changed under its row lock")
+        return answers
+
+    def refund_many(self, requests: Sequence[tuple[str, int]]) -> list[bool]:
+        """:meth:`refund_credits` for many ``(key_id, amount)`` in one transaction; False for a
+        refund that cannot be made (more than the key has consumed, or no such key), which then
+        changes nothing."""
+        for _, amount in requests:
+            _check_amount(amount)
+        answers = [False] * len(requests)
+        by_key: dict[str, list[int]] = {}
+        for index, (key_id, _) in enumerate(requests):
+            by_key.setdefault(key_id, []).append(index)
+        with self.transaction(write=True) as conn:
+            for key_id in sorted(by_key):
+                members = by_key[key_id]
+                total = sum(requests[i][1] for i in members)
+                if conn.execute(self._hot.refund, {"key_id": key_id, "amount": total}).rowcount:
+                    for index in members:
+                        answers[index] = True
+                    continue
+                for index in members:  # one of them is wrong: the others still count
+                    values = {"key_id": key_id, "amount": requests[index][1]}
+                    answers[index] = conn.execute(self._hot.refund, values).rowcount == 1
+        return answers
+
     def add_credits(self, key_id: str, amount: int, *, conn: Connection | None = None) -> None:
         """Top up a key's balance."""
         _check_amount(amount)
@@ -273,22 +345,100 @@ class Store:
         anything counted) and the hits counted; counting stops at the first refused one, which is
         then the last of the list.
         """
-        if not key or not key.startswith(KEY_PREFIX):
-            return None, []
-        hits: list[RateHit] = []
+        return self.admit_many([(key, limits)])[0]
+
+    def admit_many(
+        self, requests: "Sequence[tuple[str | None, Callable[[ApiKeyRow], Sequence[Limit]]]]"
+    ) -> list[tuple[ApiKeyRow | None, list[RateHit]]]:
+        """:meth:`admit` for many requests in one transaction, with the answers each would get if
+        they were admitted one after the other in this order (so no limit admits more than its
+        limit; docs/service.md, "Speed").
+
+        The keys are read with one statement; the requests of one key and one set of limits are
+        counted together, each window with one upsert of their number (two statements and a row
+        lock when the window cannot take them all: then the first ones get the room that is
+        left). Windows are taken in the order of key and bucket, so that two processes counting
+        the same keys never wait on each other in a cycle.
+        """
+        answers: list[tuple[ApiKeyRow | None, list[RateHit]]] = [(None, []) for _ in requests]
+        hashes = {hash_key(key) for key, _ in requests if key and key.startswith(KEY_PREFIX)}
+        if not hashes:
+            return answers
         with self.transaction(write=True) as conn:
-            found = conn.execute(self._hot.key_by_hash, {"hash": hash_key(key)}).mappings().first()
-            if found is None:
-                return None, []
-            row = ApiKeyRow(**found)
-            if not row.active:
-                return row, []
-            for limit in limits(row):
-                hit = self._count(conn, row.id, limit.bucket, limit.window_seconds, limit.limit)
-                hits.append(hit)
-                if not hit.allowed:
-                    break
-        return row, hits
+            rows = {
+                found["key_hash"]: ApiKeyRow(**{c.name: found[c.name] for c in _KEY_COLUMNS})
+                for found in conn.execute(self._hot.keys_by_hashes, {"hashes": sorted(hashes)})
+                .mappings()
+                .all()
+            }
+            groups: dict[tuple[str, tuple[Limit, ...]], list[int]] = {}
+            for index, (key, limits) in enumerate(requests):
+                if not key or not key.startswith(KEY_PREFIX):
+                    continue
+                row = rows.get(hash_key(key))
+                if row is None:
+                    continue
+                answers[index] = (row, [])
+                if row.active:
+                    groups.setdefault((row.id, tuple(limits(row))), []).append(index)
+            ordered = sorted(groups.items(), key=lambda g: (g[0][0], [x.bucket for x in g[0][1]]))
+            moment = int(time.time())
+            for (key_id, limits), members in ordered:
+                wanted = len(members)  # of the members, the first ``wanted`` are still in
+                for limit in limits:
+                    old, granted, reset = self._take(
+                        conn,
+                        key_id,
+                        limit.bucket,
+                        limit.window_seconds,
+                        limit.limit,
+                        wanted,
+                        moment,
+                    )
+                    for position, index in enumerate(members[:wanted]):
+                        hit = (
+                            RateHit(True, limit.limit - old - position - 1, reset)
+                            if position < granted
+                            else RateHit(False, 0, reset)
+                        )
+                        answers[index][1].append(hit)
+                    wanted = granted
+                    if not wanted:
+                        break
+        return answers
+
+    def _take(
+        self,
+        conn: Connection,
+        key_id: str,
+        bucket: str,
+        window_seconds: int,
+        limit: int,
+        wanted: int,
+        moment: int,
+    ) -> tuple[int, int, int]:
+        """Count up to ``wanted`` requests in the window of ``bucket`` that holds ``moment``:
+        (the count before, how many were counted, the window's reset in epoch seconds)."""
+        if window_seconds <= 0:
+            raise ValueError("window_seconds must be positive")
+        window_start = moment - moment % window_seconds
+        reset = window_start + window_seconds
+        if limit <= 0 or wanted <= 0:
+            return 0, 0, reset
+        where = {"key_id": key_id, "w_bucket": bucket, "w_start": window_start}
+        if wanted <= limit:
+            new = conn.execute(
+                self._hot.count, {**where, "n": wanted, "room": limit - wanted}
+            ).scalar_one_or_none()
+            if new is not None:  # all of them fit
+                return new - wanted, wanted, reset
+        # Not all fit: lock the window and count as many as it has room for.
+        conn.execute(self._hot.window_row, where)
+        old = conn.execute(self._hot.window_count, where).scalar_one()
+        granted = max(0, min(wanted, limit - old))
+        if granted:
+            conn.execute(self._hot.window_set, {**where, "w_count": old + granted})
+        return old, granted, reset
 
     def _count(
         self,
@@ -299,20 +449,11 @@ class Store:
         limit: int,
         now: float | None = None,
     ) -> RateHit:
-        if window_seconds <= 0:
-            raise ValueError("window_seconds must be positive")
         moment = int(time.time() if now is None else now)
-        window_start = moment - moment % window_seconds
-        reset = window_start + window_seconds
-        if limit <= 0:
+        old, granted, reset = self._take(conn, key_id, bucket, window_seconds, limit, 1, moment)
+        if not granted:
             return RateHit(False, 0, reset)
-        count = conn.execute(
-            self._hot.count,
-            {"key_id": key_id, "bucket": bucket, "window_start": window_start, "limit": limit},
-        ).scalar_one_or_none()
-        if count is None:  # the window was full: the update's WHERE did not match
-            return RateHit(False, 0, reset)
-        return RateHit(True, limit - count, reset)
+        return RateHit(True, limit - old - 1, reset)
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -330,24 +471,41 @@ class _HotStatements:
     def __init__(self, backend: str) -> None:
         keys = ApiKey.__table__
         self.key_by_hash = select(*_KEY_COLUMNS).where(keys.c.key_hash == bindparam("hash"))
+        self.keys_by_hashes = select(*_KEY_COLUMNS, keys.c.key_hash).where(
+            keys.c.key_hash.in_(bindparam("hashes", expanding=True))
+        )
         windows = RateWindow.__table__
         dialect_insert = postgresql.insert if backend == "postgresql" else sqlite.insert
+        window_key = (
+            (windows.c.api_key_id == bindparam("key_id"))
+            & (windows.c.bucket == bindparam("w_bucket"))
+            & (windows.c.window_start == bindparam("w_start"))
+        )
+        fields = {
+            "api_key_id": bindparam("key_id"),
+            "bucket": bindparam("w_bucket"),
+            "window_start": bindparam("w_start"),
+        }
+        index = [windows.c.api_key_id, windows.c.bucket, windows.c.window_start]
+        # n requests counted at once when the window has room for all of them (count <= room,
+        # room = limit - n); no row when it has not.
         self.count = (
             dialect_insert(windows)
-            .values(
-                api_key_id=bindparam("key_id"),
-                bucket=bindparam("bucket"),
-                window_start=bindparam("window_start"),
-                count=1,
-            )
+            .values(**fields, count=bindparam("n"))
             .on_conflict_do_update(
-                index_elements=[windows.c.api_key_id, windows.c.bucket, windows.c.window_start],
-                set_={"count": windows.c.count + 1},
-                where=windows.c.count < bindparam("limit"),
+                index_elements=index,
+                set_={"count": windows.c.count + bindparam("n")},
+                where=windows.c.count <= bindparam("room"),
             )
             .returning(windows.c.count)
         )
+        self.window_row = dialect_insert(windows).values(**fields, count=0).on_conflict_do_nothing()
+        self.window_count = select(windows.c.count).where(window_key).with_for_update()
+        self.window_set = update(windows).where(window_key).values(count=bindparam("w_count"))
         amount = bindparam("amount")
+        self.balance = (
+            select(keys.c.credits_balance).where(keys.c.id == bindparam("key_id")).with_for_update()
+        )
         self.reserve = (
             update(keys)
             .where(keys.c.id == bindparam("key_id"), keys.c.credits_balance >= amount)
