@@ -93,6 +93,7 @@ def merge_outputs(
     *,
     expected_rows: int | None = None,
     quality: str = "fail",
+    accept_unreachable: bool = False,
 ) -> dict[str, Any]:
     """Concatenate the chunks' outputs per status into ``out``, in input order, check them, and
     write ``summary.json``; return the merged summary.
@@ -101,6 +102,11 @@ def merge_outputs(
     is the input's row count (``split.json``'s ``rows``; the chunks' total when None). With
     ``quality="fail"`` a failing check raises :class:`listhygiene.pipeline.run.QualityError` and
     nothing is published.
+
+    The chunks' port-25 health is judged together (their domain counts added up): a chunk may
+    have too few domains to show the problem on its own. When most could not be reached,
+    :class:`~listhygiene.pipeline.run.UnreachableError` is raised and nothing is published,
+    unless ``accept_unreachable``.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -108,7 +114,7 @@ def merge_outputs(
 
     from listhygiene.pipeline.outputs import SUMMARY, OutputFolder
     from listhygiene.pipeline.quality import run_quality_checks
-    from listhygiene.pipeline.run import STATUSES, QualityError
+    from listhygiene.pipeline.run import STATUSES, QualityError, UnreachableError
 
     if quality not in ("fail", "warn"):
         raise ValueError("quality must be 'fail' or 'warn'")
@@ -122,6 +128,12 @@ def merge_outputs(
     by_status: Counter[str] = Counter()
     by_reason: Counter[str] = Counter()
     credits = 0
+    health = _merged_health(p.get("health") for p in parts)
+    if health["problem"] and not accept_unreachable:
+        raise UnreachableError(
+            f"{health['problem']}; nothing was merged (accept_unreachable=True merges them)",
+            health,
+        )
     chunk_folders = [OutputFolder(str(p["output"]["folder"])) for p in parts]
     for part in parts:
         by_status.update(part["rows"]["by_status"])
@@ -179,6 +191,7 @@ def merge_outputs(
                 "by_reason": dict(sorted(by_reason.items())),
             },
             "credits": {"used": credits},
+            "health": {**health, "accepted": bool(health["problem"])},
             "quality": {**report.as_dict(), "mode": quality},
         }
         if not report.passed and quality == "fail":
@@ -194,3 +207,15 @@ def merge_outputs(
         folder.discard()
         raise
     return summary
+
+
+def _merged_health(healths: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """The chunks' domain counts added up, judged by the engine's own rule
+    (:class:`listhygiene.engine.health.RunHealth`)."""
+    from listhygiene.engine.health import RunHealth
+
+    total = RunHealth()
+    for health in healths:
+        for name in ("domains_probed", "domains_reached", "domains_unreachable", "domains_blocked"):
+            setattr(total, name, getattr(total, name) + int((health or {}).get(name) or 0))
+    return total.as_dict()

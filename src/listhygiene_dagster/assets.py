@@ -58,6 +58,7 @@ def build_email_hygiene_assets(
     partitions_def: dg.PartitionsDefinition | None = None,
     group_name: str | None = None,
     quality: str = "warn",
+    accept_unreachable: bool = False,
     checks: bool = True,
     blocking_checks: Collection[str] = (ROW_CONSERVATION,),
     evaluate: Callable[[Mapping[str, Any]], "QualityReport"] = quality_report,
@@ -69,6 +70,10 @@ def build_email_hygiene_assets(
     ``quality="warn"`` (the default) lets the pipeline publish its folder and leaves the verdict
     to the asset checks; ``"fail"`` makes the verification asset itself fail when the suite fails.
     ``checks=False`` leaves the checks out; ``evaluate`` replaces their pass/fail function.
+    When most domains cannot be reached on port 25 (where the run ran, not the list), the
+    verification asset fails and publishes nothing, unless ``accept_unreachable``: the default
+    of the asset's run config ``accept_unreachable``, so one run can accept what a failed run
+    kept without probing again.
     """
     if quality not in ("fail", "warn"):
         raise ValueError("quality must be 'fail' or 'warn'")
@@ -110,6 +115,13 @@ def build_email_hygiene_assets(
         io_manager_key=results_io_manager_key,
         ins={"contacts": dg.AssetIn(key=contacts_key)},
         required_resource_keys={source_resource_key, backend_resource_key},
+        config_schema={
+            "accept_unreachable": dg.Field(
+                bool,
+                default_value=accept_unreachable,
+                description="Publish although most domains could not be reached on port 25.",
+            )
+        },
         kinds={"python"},
         description=(
             f"listhygiene.clean() over {name!r}: its output folder, summary and HTML report."
@@ -123,7 +135,15 @@ def build_email_hygiene_assets(
         frame = contacts.copy()
         frame[ROW_COLUMN] = range(1, len(frame) + 1)
         context.log.info(f"verifying {len(frame):,} rows with the {backend.describe()} into {out}")
-        result = _clean(context, frame, out, source=source, backend=backend, quality=quality)
+        result = _clean(
+            context,
+            frame,
+            out,
+            source=source,
+            backend=backend,
+            quality=quality,
+            accept_unreachable=bool(context.op_execution_context.op_config["accept_unreachable"]),
+        )
         value = {"out": result.out, "input_rows": len(frame), "summary": result.summary}
         return dg.Output(value, metadata=verification_metadata(value, report=result.report))
 
@@ -190,12 +210,13 @@ def _clean(
     source: Any,
     backend: Any,
     quality: str,
+    accept_unreachable: bool,
 ) -> Any:
     """``listhygiene.clean`` with the library's errors turned into ``dg.Failure``."""
     import listhygiene
     from listhygiene.clients import ClientError
     from listhygiene.errors import ServiceError
-    from listhygiene.pipeline.run import PipelineError, QualityError
+    from listhygiene.pipeline.run import PipelineError, QualityError, UnreachableError
 
     try:
         return listhygiene.clean(
@@ -205,8 +226,16 @@ def _clean(
             backend=backend.get_backend(),
             check_smtp=backend.check_smtp,
             quality=quality,
+            accept_unreachable=accept_unreachable,
             progress=_progress(context),
         )
+    except UnreachableError as exc:
+        # Where the run ran, not the list: a retry would read the same kept results.
+        raise dg.Failure(
+            description=f"{exc}; accept_unreachable: true in the asset's config publishes them",
+            metadata={"health": dg.MetadataValue.json(dict(exc.health))},
+            allow_retries=False,
+        ) from exc
     except QualityError as exc:
         raise dg.Failure(
             description=str(exc),

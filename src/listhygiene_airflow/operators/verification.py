@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook, BaseOperator, conf
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from listhygiene_airflow.hooks.verification import FAILED, ListHygieneHook
 from listhygiene_airflow.triggers.verification import (
@@ -65,6 +65,9 @@ class EmailVerificationOperator(BaseOperator):
         the backend's default.
     :param quality: ``"fail"`` (a failing data-quality check fails the task and publishes
         nothing) or ``"warn"``.
+    :param accept_unreachable: publish although most domains could not be reached on port 25
+        (the run's health problem). False: the task fails, without retries (a retry reads the
+        same kept results), and publishes nothing; run it again with True to publish them.
     :param deferrable: submit, then free the worker while the remote job runs.
     :param poll_interval: seconds between status checks while deferred.
     :param job_timeout: how long the remote jobs may take, from the deferral on.
@@ -85,6 +88,7 @@ class EmailVerificationOperator(BaseOperator):
         email_column: str | None = None,
         check_smtp: bool | None = None,
         quality: str = "fail",
+        accept_unreachable: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 30.0,
         job_timeout: timedelta | float = timedelta(hours=24),
@@ -106,6 +110,7 @@ class EmailVerificationOperator(BaseOperator):
         self.email_column = email_column
         self.check_smtp = check_smtp
         self.quality = quality
+        self.accept_unreachable = accept_unreachable
         self.deferrable = deferrable
         self.poll_interval = poll_interval
         self.job_timeout = (
@@ -133,12 +138,18 @@ class EmailVerificationOperator(BaseOperator):
             "backend": hook.get_backend(poll_seconds=min(self.poll_interval, 5.0)),
             "check_smtp": check_smtp,
             "quality": self.quality,
+            "accept_unreachable": self.accept_unreachable,
         }
 
     def _clean(self, hook: ListHygieneHook) -> dict[str, Any]:
         from listhygiene import clean
+        from listhygiene.pipeline.run import UnreachableError
 
-        result = clean(self._source(), self.out, **self._options(hook))
+        try:
+            result = clean(self._source(), self.out, **self._options(hook))
+        except UnreachableError as exc:
+            # Where the task ran, not the list: a retry would read the same kept results.
+            raise AirflowFailException(f"{exc}; accept_unreachable=True publishes them") from None
         counts = ", ".join(f"{s}={n}" for s, n in result.counts.items() if n)
         total = result.summary["rows"]["total"]
         self.log.info("cleaned %d rows into %s (%s)", total, self.out, counts)
