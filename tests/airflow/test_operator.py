@@ -276,8 +276,8 @@ def test_the_trigger_does_not_check_before_the_deferral_is_recorded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A job that ends just after the operator's own check: a trigger that asks at once fires
-    before the worker has recorded the deferral, and Airflow fails that try. The trigger's first
-    check waits a moment after the deferral instead."""
+    before the scheduler has handled the deferred try's exit, and Airflow fails that try. The
+    trigger's first check waits ``first_check_after`` from the deferral instead."""
     import time
 
     from airflow.sdk.exceptions import TaskDeferred
@@ -309,7 +309,8 @@ def test_the_trigger_does_not_check_before_the_deferral_is_recorded(
 
     event = first_event(VerificationJobTrigger(**kwargs))  # as the triggerer rebuilds it
     assert event.payload["status"] == "success"
-    assert checks[0] - deferred_at >= 2.0
+    assert checks[0] - deferred_at >= VerificationJobTrigger.first_check_after - 0.5
+    assert VerificationJobTrigger.first_check_after == 3.0  # the tests' (conftest.py)
 
 
 def test_a_job_ended_by_the_operators_check_is_read_without_deferring(

@@ -23,11 +23,7 @@ from airflow.sdk import BaseHook, BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from listhygiene_airflow.hooks.verification import FAILED, ListHygieneHook
-from listhygiene_airflow.triggers.verification import (
-    FIRST_CHECK_AFTER,
-    VerificationJobTrigger,
-    outcome,
-)
+from listhygiene_airflow.triggers.verification import VerificationJobTrigger, outcome
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -180,7 +176,7 @@ class EmailVerificationOperator(BaseOperator):
                 jobs=[job.as_dict() for job in jobs],
                 deadline=time.time() + self.job_timeout,
                 poll_interval=self.poll_interval,
-                not_before=time.time() + FIRST_CHECK_AFTER,
+                not_before=VerificationJobTrigger.first_check(),
             ),
             method_name="execute_complete",
         )

@@ -14,7 +14,7 @@ from airflow.sdk import BaseSensorOperator, conf
 from airflow.sdk.exceptions import AirflowException
 
 from listhygiene_airflow.hooks.verification import COMPLETED, FAILED, ListHygieneHook
-from listhygiene_airflow.triggers.verification import FIRST_CHECK_AFTER, VerificationJobTrigger
+from listhygiene_airflow.triggers.verification import VerificationJobTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -71,7 +71,7 @@ class VerificationJobSensor(BaseSensorOperator):
                 jobs=[self._job()],
                 deadline=time.time() + float(self.timeout),
                 poll_interval=float(self.poke_interval),
-                not_before=time.time() + FIRST_CHECK_AFTER,
+                not_before=VerificationJobTrigger.first_check(),
             ),
             method_name="execute_complete",
         )

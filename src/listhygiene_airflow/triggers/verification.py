@@ -6,10 +6,11 @@ and reads a status only when one arrives (or every ``poll_interval`` seconds all
 lost delivery only delays the run). Polls start 2 s apart and grow to ``poll_interval``. Its
 deadline is wall-clock time (epoch seconds): another triggerer process may resume it.
 
-Its first check waits until ``not_before`` (epoch seconds; the operator sets it a few seconds
-after deferring): a trigger that fired at once, before the worker had recorded the deferral,
-would resume a task that is not yet deferred, and Airflow fails that try. It yields exactly one
-event (:func:`outcome` builds the first two, for the operator's own check too):
+Its first check waits until ``not_before`` (epoch seconds; the operator and the sensor set it
+:attr:`VerificationJobTrigger.first_check_after` seconds after deferring): a trigger that fired
+at once, before the scheduler had handled the deferred try's exit, made Airflow fail that try.
+It yields exactly one event (:func:`outcome` builds the first two, for the operator's own check
+too):
 
 * ``{"status": "success", "jobs": [...states...]}`` when every job completed;
 * ``{"status": "error", "message": ..., "jobs": [...]}`` when one failed, or a check raised;
@@ -19,17 +20,13 @@ event (:func:`outcome` builds the first two, for the operator's own check too):
 import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from listhygiene_airflow.hooks.verification import COMPLETED, FAILED, JobState, ListHygieneHook
 
-__all__ = ["FIRST_CHECK_AFTER", "VerificationJobTrigger", "outcome"]
-
-#: Seconds after the deferral before the trigger's first status check: time for the worker to
-#: record the deferral (a trigger event before that fails the task's try).
-FIRST_CHECK_AFTER = 3.0
+__all__ = ["VerificationJobTrigger", "outcome"]
 
 
 def outcome(states: Sequence[JobState]) -> dict[str, Any] | None:
@@ -46,6 +43,12 @@ def outcome(states: Sequence[JobState]) -> dict[str, Any] | None:
 
 class VerificationJobTrigger(BaseTrigger):
     """Wait for ``jobs`` (``JobRef.as_dict()`` dicts) of the connection ``listhygiene_conn_id``."""
+
+    #: Seconds from the deferral to the first status check. The scheduler must have handled the
+    #: deferred try's exit before the task is resumed: when the trigger fired first, Airflow
+    #: 3.3.2 took that exit for a task killed externally and failed the try (seen 6 s after the
+    #: deferral on a loaded two-core LocalExecutor).
+    first_check_after: ClassVar[float] = 15.0
 
     def __init__(
         self,
@@ -64,6 +67,11 @@ class VerificationJobTrigger(BaseTrigger):
         self.poll_interval = float(poll_interval)
         self.events_path = events_path
         self.not_before = None if not_before is None else float(not_before)
+
+    @classmethod
+    def first_check(cls) -> float:
+        """``not_before`` for a trigger deferred to now."""
+        return time.time() + cls.first_check_after
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
