@@ -79,7 +79,9 @@ def test_up_serves_the_world_and_down_leaves_nothing_running(
         "LISTHYGIENE_DNS_SERVER",
         "LISTHYGIENE_SMTP_PORT",
         "LISTHYGIENE_ALLOW_PRIVATE_MX",
+        "LISTHYGIENE_VERDICTS",
     }
+    assert exports["LISTHYGIENE_VERDICTS"] == "none"  # simulated verdicts stay out of stores
     host, port = exports["LISTHYGIENE_DNS_SERVER"].split(":")
     resolver = dns.resolver.Resolver(configure=False)
     resolver.nameservers, resolver.port, resolver.lifetime = [host], int(port), 2

@@ -33,11 +33,14 @@ class Endpoints:
         return f"{self.dns_host}:{self.dns_port}"
 
     def engine_environment(self) -> dict[str, str]:
-        """The ``LISTHYGIENE_*`` settings that point the engine at this world."""
+        """The ``LISTHYGIENE_*`` settings that point the engine at this world, and no verdict
+        store: a simulated world's verdicts must neither enter the user's store (the sample
+        world has real domain names) nor stand in for another world's (docs/sandbox.md)."""
         return {
             "LISTHYGIENE_DNS_SERVER": self.dns_server,
             "LISTHYGIENE_SMTP_PORT": str(self.smtp_port),
             "LISTHYGIENE_ALLOW_PRIVATE_MX": "1",
+            "LISTHYGIENE_VERDICTS": "none",
         }
 
 
