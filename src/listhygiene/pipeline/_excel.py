@@ -13,11 +13,18 @@ as a bad record, as a CSV record with too many fields would be.
 An XLSX is a zip of XML: it is refused before openpyxl opens it when it would inflate past
 1 GiB, or more than 100 times its compressed size (a zip bomb). A file that is not a workbook
 (random bytes, a truncated zip, a CSV renamed) is a :class:`SourceError` saying so.
+
+Those are the bounds of :data:`CLI_LIMITS`, for files a user reads on their own machine. A reader
+given other :class:`WorkbookLimits` (the service's uploads) also bounds each zip member's
+inflated size, the shared-strings part's size and string count (openpyxl holds every shared
+string in memory), the characters of one cell, and the cells and characters read in one pass
+over the sheet; past any of them it raises :class:`WorkbookTooLarge` (a :class:`SourceError`).
 """
 
 import zipfile
 from abc import abstractmethod
 from collections.abc import Generator, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +42,7 @@ from listhygiene.pipeline.sources import (
     unique_names,
 )
 
-__all__ = ["XlsSource", "XlsxSource"]
+__all__ = ["CLI_LIMITS", "WorkbookLimits", "WorkbookTooLarge", "XlsSource", "XlsxSource"]
 
 #: Uncompressed size an XLSX may reach.
 MAX_INFLATED = 1 << 30
@@ -45,13 +52,42 @@ _RATIO_FLOOR = 1 << 20
 _SAMPLE_ROWS = 1000
 
 
+@dataclass(frozen=True)
+class WorkbookLimits:
+    """What reading one workbook may cost; None is no bound."""
+
+    #: Uncompressed size of the whole XLSX zip.
+    max_inflated: int = MAX_INFLATED
+    #: Uncompressed-to-compressed ratio (checked past 1 MiB inflated).
+    max_ratio: int = MAX_RATIO
+    #: Uncompressed size of any one zip member (the sheet's XML, styles, ...).
+    max_member_inflated: int | None = None
+    #: Uncompressed size of the shared-strings part, and its number of strings.
+    max_shared_strings_bytes: int | None = None
+    max_shared_strings: int | None = None
+    #: Characters of one cell (Excel's own limit is 32,767).
+    max_cell_chars: int | None = None
+    #: Cells, and characters of all cells, in one pass over the sheet.
+    max_cells: int | None = None
+    max_text_chars: int | None = None
+
+
+#: The pipeline's own bounds (``listhygiene clean``): the zip-bomb guard only.
+CLI_LIMITS = WorkbookLimits()
+
+
+class WorkbookTooLarge(SourceError):
+    """A workbook past one of its reader's :class:`WorkbookLimits`."""
+
+
 class _Workbook(Source):
     """The first sheet of a workbook, read row by row by :meth:`_rows`."""
 
     _kind: str
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, limits: WorkbookLimits = CLI_LIMITS) -> None:
         self._path = path
+        self._limits = limits
         self.info = SourceInfo(kind=self._kind, name=str(path))
         rows = self._rows()
         try:
@@ -110,8 +146,36 @@ class _Workbook(Source):
             [pa.array(list(c), pa.string()) for c in columns], schema=self._schema
         )
 
-    @abstractmethod
     def _rows(self) -> Generator[list[str | None], None, None]:
+        """Non-empty rows of the first sheet as text, trailing empty cells dropped, within the
+        limits on cells."""
+        limits = self._limits
+        if limits.max_cell_chars is None and limits.max_cells is None:
+            yield from self._sheet_rows()
+            return
+        longest = limits.max_cell_chars or 0
+        cells = chars = 0
+        rows = self._sheet_rows()
+        try:
+            for row in rows:
+                cells += len(row)
+                sizes = [0 if cell is None else len(cell) for cell in row]
+                chars += sum(sizes)
+                if longest and max(sizes, default=0) > longest:
+                    raise self._too_large(f"a cell longer than {longest:,} characters")
+                if limits.max_cells is not None and cells > limits.max_cells:
+                    raise self._too_large(f"more than {limits.max_cells:,} cells")
+                if limits.max_text_chars is not None and chars > limits.max_text_chars:
+                    raise self._too_large(f"more than {limits.max_text_chars:,} characters")
+                yield row
+        finally:
+            rows.close()
+
+    def _too_large(self, what: str) -> WorkbookTooLarge:
+        return WorkbookTooLarge(f"{self._path} is refused: it has {what}")
+
+    @abstractmethod
+    def _sheet_rows(self) -> Generator[list[str | None], None, None]:
         """Non-empty rows of the first sheet as text, trailing empty cells dropped."""
 
 
@@ -120,15 +184,16 @@ class XlsxSource(_Workbook):
 
     _kind = "xlsx"
 
-    def __init__(self, path: Path) -> None:
-        _check_zip(path)
-        super().__init__(path)
+    def __init__(self, path: Path, limits: WorkbookLimits = CLI_LIMITS) -> None:
+        _check_zip(path, limits)
+        super().__init__(path, limits)
 
-    def _rows(self) -> Generator[list[str | None], None, None]:
-        import openpyxl
+    def _sheet_rows(self) -> Generator[list[str | None], None, None]:
 
         try:
-            book = openpyxl.load_workbook(self._path, read_only=True, data_only=True)
+            book = _load_workbook(self._path, self._limits)
+        except WorkbookTooLarge:
+            raise
         except Exception as exc:  # openpyxl raises whatever its parsers meet
             raise self._invalid(exc) from None
         try:
@@ -159,7 +224,7 @@ class XlsSource(_Workbook):
 
     _kind = "xls"
 
-    def _rows(self) -> Generator[list[str | None], None, None]:
+    def _sheet_rows(self) -> Generator[list[str | None], None, None]:
         import xlrd
 
         try:
@@ -176,7 +241,51 @@ class XlsSource(_Workbook):
             book.release_resources()
 
 
-def _check_zip(path: Path) -> None:
+def _load_workbook(path: Path, limits: WorkbookLimits) -> Any:
+    """openpyxl's ``load_workbook(read_only=True, data_only=True)``, its shared strings read
+    within ``limits`` (openpyxl keeps them all in memory)."""
+    from openpyxl.reader.excel import ExcelReader
+
+    if limits.max_shared_strings is None:
+        import openpyxl
+
+        return openpyxl.load_workbook(path, read_only=True, data_only=True)
+    reader = ExcelReader(path, read_only=True, data_only=True)
+
+    def read_strings() -> None:
+        from openpyxl.reader.excel import SHARED_STRINGS
+
+        found = reader.package.find(SHARED_STRINGS)
+        if found is not None:
+            with reader.archive.open(found.PartName[1:]) as part:
+                reader.shared_strings = _bounded_strings(part, path, limits)
+
+    reader.read_strings = read_strings  # type: ignore[method-assign]
+    reader.read()
+    return reader.wb
+
+
+def _bounded_strings(part: Any, path: Path, limits: WorkbookLimits) -> list[str]:
+    """openpyxl's ``read_string_table``, refusing more than ``max_shared_strings`` strings."""
+    from openpyxl.cell.text import Text
+    from openpyxl.xml.constants import SHEET_MAIN_NS
+    from openpyxl.xml.functions import iterparse
+
+    tag = f"{{{SHEET_MAIN_NS}}}si"
+    strings: list[str] = []
+    most = limits.max_shared_strings or 0
+    for _, node in iterparse(part):
+        if node.tag == tag:
+            strings.append(Text.from_tree(node).content.replace("x005F_", ""))
+            node.clear()
+            if len(strings) > most:
+                raise WorkbookTooLarge(
+                    f"{path} is refused: its shared strings are more than {most:,}"
+                )
+    return strings
+
+
+def _check_zip(path: Path, limits: WorkbookLimits = CLI_LIMITS) -> None:
     """Refuse what is not a zip, and a zip that would inflate too far."""
     try:
         with zipfile.ZipFile(path) as archive:
@@ -185,16 +294,26 @@ def _check_zip(path: Path) -> None:
         raise SourceError(f"{path} is not a valid XLSX file: {_reason(exc)}") from None
     inflated = sum(member.file_size for member in members)
     compressed = sum(member.compress_size for member in members)
-    if inflated > MAX_INFLATED:
-        raise SourceError(
+    if inflated > limits.max_inflated:
+        raise WorkbookTooLarge(
             f"{path} is refused: it would inflate to {inflated:,} bytes "
-            f"(more than {MAX_INFLATED:,}); it may be a zip bomb"
+            f"(more than {limits.max_inflated:,}); it may be a zip bomb"
         )
-    if inflated > _RATIO_FLOOR and inflated > MAX_RATIO * max(compressed, 1):
-        raise SourceError(
+    if inflated > _RATIO_FLOOR and inflated > limits.max_ratio * max(compressed, 1):
+        raise WorkbookTooLarge(
             f"{path} is refused: it would inflate {inflated // max(compressed, 1)} times "
-            f"(more than {MAX_RATIO}); it may be a zip bomb"
+            f"(more than {limits.max_ratio}); it may be a zip bomb"
         )
+    # Python's zipfile reads no more of a member than its declared size: these bounds hold.
+    for member in members:
+        strings = member.filename.lower().endswith("sharedstrings.xml")
+        bound = limits.max_shared_strings_bytes if strings else None
+        bound = bound if bound is not None else limits.max_member_inflated
+        if bound is not None and member.file_size > bound:
+            raise WorkbookTooLarge(
+                f"{path} is refused: its part {member.filename} would inflate to "
+                f"{member.file_size:,} bytes (more than {bound:,})"
+            )
 
 
 def _text_row(values: Iterable[Any]) -> list[str | None]:
