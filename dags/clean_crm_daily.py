@@ -4,6 +4,10 @@ The ``listhygiene_default`` connection says which backend verifies (the local en
 remote service in form A or form B). The task is deferrable: with a remote backend it submits,
 frees its worker while the service works, and a retry resumes the job it already submitted.
 
+Tonight's run verifies only what is new or stale: the verdict store is the ``listhygiene_default``
+connection's (its ``verdicts_conn_id`` extra names a Postgres connection), or the ``verdicts``
+param (a URL, or ``none``); ``changed.parquet`` lists the rows whose address changed status.
+
 Run it by hand with another input or output root::
 
     airflow dags trigger clean_crm_daily \\
@@ -30,6 +34,12 @@ with DAG(
     params={
         "source": Param(str(SAMPLE), type="string", description="The CRM export to clean"),
         "out_root": Param("/tmp/listhygiene", type="string", description="Output root folder"),
+        "verdicts": Param(
+            "",
+            type="string",
+            description="Verdict store URL, or none; empty: the connection's verdicts_conn_id",
+        ),
+        "max_age": Param("", type="string", description="Reuse verdicts this fresh, e.g. 30d"),
     },
     tags=["listhygiene", "example"],
 ) as dag:
@@ -39,6 +49,8 @@ with DAG(
         # run_after, not ds: a manually triggered run has no logical date (nor ds)
         out="{{ params.out_root }}/crm_export/{{ dag_run.run_after | ds }}",
         listhygiene_conn_id="listhygiene_default",
+        verdicts="{{ params.verdicts }}",
+        max_age="{{ params.max_age }}",
         deferrable=True,
         poll_interval=30,
     )

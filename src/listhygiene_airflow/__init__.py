@@ -62,6 +62,23 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
         "label": "Allow private MX (local engine)",
         "schema": {"type": ["boolean", "null"]},
     },
+    "verdicts_conn_id": {
+        "label": "Verdict store connection",
+        "schema": {"type": ["string", "null"]},
+        "description": "An Airflow database connection (Postgres) holding the verdict store "
+        "every task of this connection reuses fresh verdicts from.",
+    },
+    "verdicts": {
+        "label": "Verdict store URL",
+        "schema": {"type": ["string", "null"]},
+        "description": "Instead of a connection: a SQLAlchemy URL, or none for no store. "
+        "Empty: LISTHYGIENE_VERDICTS, else a SQLite file in the worker's cache.",
+    },
+    "max_age": {
+        "label": "Verdict max age",
+        "schema": {"type": ["string", "null"]},
+        "description": "How old a reused verdict may be: 30d, or per status valid=14d,risky=1d.",
+    },
     "check_smtp": {
         "label": "Probe mailboxes over SMTP",
         "schema": {"type": ["boolean", "null"]},

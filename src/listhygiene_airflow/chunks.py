@@ -103,6 +103,10 @@ def merge_outputs(
     ``quality="fail"`` a failing check raises :class:`listhygiene.pipeline.run.QualityError` and
     nothing is published.
 
+    With a verdict store the merged summary's ``verdicts`` adds up the chunks' (the split puts
+    each distinct address in one chunk, so the sums are the list's), and the chunks'
+    ``changed.parquet`` files are merged in input order.
+
     The chunks' port-25 health is judged together (their domain counts added up): a chunk may
     have too few domains to show the problem on its own. When most could not be reached,
     :class:`~listhygiene.pipeline.run.UnreachableError` is raised and nothing is published,
@@ -111,10 +115,12 @@ def merge_outputs(
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
+    from pyarrow.fs import FileType
 
     from listhygiene.pipeline.outputs import SUMMARY, OutputFolder
     from listhygiene.pipeline.quality import run_quality_checks
     from listhygiene.pipeline.run import STATUSES, QualityError, UnreachableError
+    from listhygiene.pipeline.verdict_memory import CHANGED
 
     if quality not in ("fail", "warn"):
         raise ValueError("quality must be 'fail' or 'warn'")
@@ -128,6 +134,7 @@ def merge_outputs(
     by_status: Counter[str] = Counter()
     by_reason: Counter[str] = Counter()
     credits = 0
+    verdicts: Counter[str] = Counter()
     health = _merged_health(p.get("health") for p in parts)
     if health["problem"] and not accept_unreachable:
         raise UnreachableError(
@@ -139,6 +146,10 @@ def merge_outputs(
         by_status.update(part["rows"]["by_status"])
         by_reason.update(part["rows"].get("by_reason", {}))
         credits += int(part.get("credits", {}).get("used", 0))
+        verdicts.update({k: int(v) for k, v in (part.get("verdicts") or {}).items()})
+    with_changed = [
+        c for c in chunk_folders if c.fs.get_file_info(c.final(CHANGED)).type != FileType.NotFound
+    ]
     try:
         for status in STATUSES:
             tables = [
@@ -170,6 +181,13 @@ def merge_outputs(
             with folder.writer(f"{status}.parquet", final.schema) as writer:
                 writer.write_table(final)
             file_rows[status] = len(final)
+        if with_changed:
+            tables = [pq.read_table(c.final(CHANGED), filesystem=c.fs) for c in with_changed]
+            changed = pa.concat_tables(tables, promote_options="permissive")
+            if ROW_COLUMN in changed.column_names:
+                changed = changed.sort_by(ROW_COLUMN).drop_columns([ROW_COLUMN])
+            with folder.writer(CHANGED, changed.schema) as writer:
+                writer.write_table(changed)
         total = sum(int(p["rows"]["total"]) for p in parts)
         expected = total if expected_rows is None else int(expected_rows)
         report = run_quality_checks(
@@ -191,6 +209,7 @@ def merge_outputs(
                 "by_reason": dict(sorted(by_reason.items())),
             },
             "credits": {"used": credits},
+            "verdicts": {k: int(verdicts.get(k, 0)) for k in ("reused", "verified", "changed")},
             "health": {**health, "accepted": bool(health["problem"])},
             "quality": {**report.as_dict(), "mode": quality},
         }
@@ -202,7 +221,8 @@ def merge_outputs(
                 summary["quality"],
             )
         folder.write_text(SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False))
-        folder.publish([f"{s}.parquet" for s in STATUSES] + [SUMMARY])
+        extra = [CHANGED] if with_changed else []
+        folder.publish([f"{s}.parquet" for s in STATUSES] + extra + [SUMMARY])
     except BaseException:
         folder.discard()
         raise

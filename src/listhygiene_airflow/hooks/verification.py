@@ -32,7 +32,21 @@ __all__ = [
     "TERMINAL_STATUSES",
     "JobState",
     "ListHygieneHook",
+    "sqlalchemy_url",
+    "verdicts_url_of",
 ]
+
+#: Airflow connection types and the SQLAlchemy dialect (and driver) that reads them.
+_DIALECTS = {
+    "postgres": "postgresql+psycopg",
+    "postgresql": "postgresql+psycopg",
+    "mysql": "mysql",
+    "mssql": "mssql+pyodbc",
+    "oracle": "oracle",
+    "snowflake": "snowflake",
+    "duckdb": "duckdb",
+    "sqlite": "sqlite",
+}
 
 #: The backends a connection may name.
 BACKENDS = ("local", "form-a", "form-b")
@@ -41,7 +55,18 @@ FAILED = "failed"
 #: A job in one of these states will not change again.
 TERMINAL_STATUSES: frozenset[str] = frozenset({COMPLETED, FAILED})
 #: Extras that are not engine settings.
-_NOT_ENGINE = frozenset({"backend", "base_url", "api_key_header", "events_path", "check_smtp"})
+_NOT_ENGINE = frozenset(
+    {
+        "backend",
+        "base_url",
+        "api_key_header",
+        "events_path",
+        "check_smtp",
+        "verdicts",
+        "verdicts_conn_id",
+        "max_age",
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +143,25 @@ class ListHygieneHook(BaseHook):
     def events_path(self) -> str | None:
         value = self.extras.get("events_path")
         return str(value) if value else None
+
+    # -- the verdict store ---------------------------------------------------------------------
+
+    @property
+    def max_age(self) -> str | None:
+        """The connection's default ``max_age`` of reused verdicts (``30d``, ``valid=14d,...``)."""
+        value = self.extras.get("max_age")
+        return None if value is None else str(value)
+
+    def verdicts_url(self) -> str | None:
+        """The verdict store the connection names: the SQLAlchemy URL of the Airflow connection
+        in the ``verdicts_conn_id`` extra (a Postgres connection, typically), else the
+        ``verdicts`` extra (a URL, or ``none``); None when it names none (``clean`` then takes
+        ``LISTHYGIENE_VERDICTS``, else the worker's own cache file)."""
+        conn_id = self.extras.get("verdicts_conn_id")
+        if conn_id:
+            return verdicts_url_of(str(conn_id))
+        value = self.extras.get("verdicts")
+        return None if value is None else str(value)
 
     def engine_settings(self) -> "EngineSettings":
         """The local engine's settings: the connection's extras over ``LISTHYGIENE_*``."""
@@ -253,6 +297,39 @@ class ListHygieneHook(BaseHook):
         except Exception as exc:
             return False, f"{type(exc).__name__}: {exc}"
         return True, f"the key works; {credits:,} credits available"
+
+
+def verdicts_url_of(conn_id: str) -> str:
+    """The SQLAlchemy URL of the Airflow database connection ``conn_id``, as a verdict store
+    (its ``sqlalchemy_url`` extra, or a URL built from its fields)."""
+    return sqlalchemy_url(BaseHook.get_connection(conn_id))
+
+
+def sqlalchemy_url(connection: Any) -> str:
+    """The SQLAlchemy URL of an Airflow database connection (the ``sqlalchemy_url`` extra wins)."""
+    extra = connection.extra_dejson or {}
+    if extra.get("sqlalchemy_url"):
+        return str(extra["sqlalchemy_url"])
+    from sqlalchemy.engine import URL
+
+    conn_type = (connection.conn_type or "").lower()
+    dialect = _DIALECTS.get(conn_type)
+    if dialect is None:
+        raise ValueError(
+            f"connection {connection.conn_id!r}: no SQLAlchemy dialect known for type "
+            f"{conn_type!r}; set the sqlalchemy_url extra"
+        )
+    if dialect == "sqlite":
+        return f"sqlite:///{connection.host or connection.schema}"
+    url = URL.create(
+        dialect,
+        username=connection.login or None,
+        password=connection.password or None,
+        host=connection.host or None,
+        port=connection.port or None,
+        database=connection.schema or None,
+    )
+    return url.render_as_string(hide_password=False)
 
 
 def _url_from_host(conn: Any) -> str | None:

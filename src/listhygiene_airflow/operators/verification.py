@@ -11,6 +11,11 @@ arguments, which reads the recorded jobs' results instead of submitting again. F
 reason a retried task (a killed worker, a timeout) resumes the job it submitted: ``submit`` finds
 the jobs recorded in the work folder and submits nothing. With the local engine there is nothing
 to wait for remotely; the task simply runs ``clean``.
+
+The verdict store (``verdicts``, ``verdicts_conn_id``, ``max_age``, ``fresh``) goes to ``submit``
+and to ``clean`` alike: fresh verdicts are taken before anything is submitted, so a remote
+service verifies (and charges for) only the rest, and a run with nothing left to verify never
+defers. The XCom's ``verdicts`` says how many were reused, verified and changed status.
 """
 
 import os
@@ -22,25 +27,18 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook, BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from listhygiene_airflow.hooks.verification import FAILED, ListHygieneHook
+from listhygiene_airflow.hooks.verification import (
+    FAILED,
+    ListHygieneHook,
+    sqlalchemy_url,
+    verdicts_url_of,
+)
 from listhygiene_airflow.triggers.verification import VerificationJobTrigger, outcome
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 __all__ = ["EmailVerificationOperator", "sqlalchemy_url"]
-
-#: Airflow connection types and the SQLAlchemy dialect (and driver) that reads them.
-_DIALECTS = {
-    "postgres": "postgresql+psycopg",
-    "postgresql": "postgresql+psycopg",
-    "mysql": "mysql",
-    "mssql": "mssql+pyodbc",
-    "oracle": "oracle",
-    "snowflake": "snowflake",
-    "duckdb": "duckdb",
-    "sqlite": "sqlite",
-}
 
 
 class EmailVerificationOperator(BaseOperator):
@@ -64,12 +62,29 @@ class EmailVerificationOperator(BaseOperator):
     :param accept_unreachable: publish although most domains could not be reached on port 25
         (the run's health problem). False: the task fails, without retries (a retry reads the
         same kept results), and publishes nothing; run it again with True to publish them.
+    :param verdicts: the verdict store whose fresh verdicts are reused and which keeps every new
+        one: a SQLAlchemy URL, or ``"none"`` for none. Templated. None: ``verdicts_conn_id``, then
+        the ``listhygiene`` connection's ``verdicts_conn_id`` or ``verdicts`` extra, then
+        ``LISTHYGIENE_VERDICTS``, else the worker's own cache file.
+    :param verdicts_conn_id: an Airflow database connection (a Postgres one, typically) holding
+        the verdict store; not with ``verdicts``.
+    :param max_age: how old a reused verdict may be (``"30d"``, ``"valid=14d,risky=1d"``).
+        Templated. None: the connection's ``max_age`` extra, else the documented defaults.
+    :param fresh: verify everything again (the store is still updated, changes still listed).
     :param deferrable: submit, then free the worker while the remote job runs.
     :param poll_interval: seconds between status checks while deferred.
     :param job_timeout: how long the remote jobs may take, from the deferral on.
     """
 
-    template_fields: Sequence[str] = ("source", "out", "table", "query", "email_column")
+    template_fields: Sequence[str] = (
+        "source",
+        "out",
+        "table",
+        "query",
+        "email_column",
+        "verdicts",
+        "max_age",
+    )
     ui_color = "#e8f4ea"
 
     def __init__(
@@ -85,6 +100,10 @@ class EmailVerificationOperator(BaseOperator):
         check_smtp: bool | None = None,
         quality: str = "fail",
         accept_unreachable: bool = False,
+        verdicts: str | None = None,
+        verdicts_conn_id: str | None = None,
+        max_age: str | float | None = None,
+        fresh: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 30.0,
         job_timeout: timedelta | float = timedelta(hours=24),
@@ -97,6 +116,8 @@ class EmailVerificationOperator(BaseOperator):
             raise ValueError("sql_conn_id needs table or query")
         if quality not in ("fail", "warn"):
             raise ValueError("quality must be 'fail' or 'warn'")
+        if verdicts and verdicts_conn_id:
+            raise ValueError("give verdicts (a URL or 'none') or verdicts_conn_id, not both")
         self.source = os.fspath(source) if source is not None else None
         self.out = os.fspath(out)
         self.sql_conn_id = sql_conn_id
@@ -107,6 +128,10 @@ class EmailVerificationOperator(BaseOperator):
         self.check_smtp = check_smtp
         self.quality = quality
         self.accept_unreachable = accept_unreachable
+        self.verdicts = verdicts
+        self.verdicts_conn_id = verdicts_conn_id
+        self.max_age = max_age
+        self.fresh = fresh
         self.deferrable = deferrable
         self.poll_interval = poll_interval
         self.job_timeout = (
@@ -135,7 +160,20 @@ class EmailVerificationOperator(BaseOperator):
             "check_smtp": check_smtp,
             "quality": self.quality,
             "accept_unreachable": self.accept_unreachable,
+            # the same store both times on the deferrable path: submit() reuses before it
+            # submits, so a remote service is asked (and paid) only for what is verified
+            "verdicts": self._verdicts(hook),
+            "max_age": self.max_age if self.max_age not in (None, "") else hook.max_age,
+            "fresh": bool(self.fresh),
         }
+
+    def _verdicts(self, hook: ListHygieneHook) -> str | None:
+        """The verdict store's URL (or ``"none"``); None lets ``clean`` take its default."""
+        if self.verdicts:  # a template may render to "" when no store is named
+            return str(self.verdicts)
+        if self.verdicts_conn_id:
+            return verdicts_url_of(self.verdicts_conn_id)
+        return hook.verdicts_url()
 
     def _clean(self, hook: ListHygieneHook) -> dict[str, Any]:
         from listhygiene import clean
@@ -149,6 +187,15 @@ class EmailVerificationOperator(BaseOperator):
         counts = ", ".join(f"{s}={n}" for s, n in result.counts.items() if n)
         total = result.summary["rows"]["total"]
         self.log.info("cleaned %d rows into %s (%s)", total, self.out, counts)
+        verdicts = result.summary.get("verdicts")
+        if verdicts and "verdict_store" in result.summary:
+            self.log.info(
+                "verdict store %s: %d reused, %d verified, %d changed status",
+                result.summary["verdict_store"].get("store"),
+                verdicts["reused"],
+                verdicts["verified"],
+                verdicts["changed"],
+            )
         if not result.passed:
             self.log.warning("data-quality checks failed (quality=warn): %s", result.quality)
         return result.summary
@@ -197,30 +244,3 @@ class EmailVerificationOperator(BaseOperator):
             f"verification jobs did not complete ({status}): {event.get('message')}; a retry "
             "resumes the same jobs"
         )
-
-
-def sqlalchemy_url(connection: Any) -> str:
-    """The SQLAlchemy URL of an Airflow database connection (the ``sqlalchemy_url`` extra wins)."""
-    extra = connection.extra_dejson or {}
-    if extra.get("sqlalchemy_url"):
-        return str(extra["sqlalchemy_url"])
-    from sqlalchemy.engine import URL
-
-    conn_type = (connection.conn_type or "").lower()
-    dialect = _DIALECTS.get(conn_type)
-    if dialect is None:
-        raise ValueError(
-            f"connection {connection.conn_id!r}: no SQLAlchemy dialect known for type "
-            f"{conn_type!r}; set the sqlalchemy_url extra"
-        )
-    if dialect == "sqlite":
-        return f"sqlite:///{connection.host or connection.schema}"
-    url = URL.create(
-        dialect,
-        username=connection.login or None,
-        password=connection.password or None,
-        host=connection.host or None,
-        port=connection.port or None,
-        database=connection.schema or None,
-    )
-    return url.render_as_string(hide_password=False)
