@@ -1,7 +1,8 @@
 """Form A file jobs: upload a file, follow the job, download the result file.
 
 - ``POST /verify/file``: a multipart ``file`` (.csv, .xlsx, .xls, .txt) and an optional
-  ``email_column``. The upload is checked while it streams (see :mod:`.upload`); its rows are
+  ``email_column``. The upload is checked while it streams (see :mod:`.upload`) and read in a
+  child process within the upload limits (:mod:`.parse_process`); its rows are
   stored with the job, so that any server process on the same store can run it and serve its
   results. Credits for the distinct addresses are reserved at once (402 ``4020`` otherwise);
   the job starts ``pending``.
@@ -33,6 +34,7 @@ from listhygiene.result_file import RESULT_COLUMNS, escape_formula
 from listhygiene.results import VerificationResult
 from listhygiene.service.auth import form_a_key
 from listhygiene.service.form_a import iso, success
+from listhygiene.service.parse_process import give_back_memory, parse_in_child, parse_slot
 from listhygiene.service.store import ApiKeyRow, Store
 from listhygiene.service.store.jobs import (
     FORM_A_RESULT_FILTERS,
@@ -44,7 +46,7 @@ from listhygiene.service.store.jobs import (
     file_result_rows,
     get_job,
 )
-from listhygiene.service.upload import parse_file, receive_file
+from listhygiene.service.upload import receive_file
 from listhygiene.statuses import Facts
 
 __all__ = ["csv_cell", "install", "job_view"]
@@ -148,21 +150,25 @@ def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
     ) -> dict[str, Any]:
         received = await receive_file(request)
         try:
-            parsed = await run_in_threadpool(parse_file, received)
-            job = await run_in_threadpool(
-                create_file_job,
-                request.app.state.store,
-                key.id,
-                parsed.rows,
-                file_name=received.file_name,
-                file_size=received.size,
-                email_column=parsed.email_column,
-                columns=parsed.columns,
-            )
+            # Read in a child process, a few at a time (parse_process); the rows are read
+            # back from its file a batch at a time while the job is written.
+            async with parse_slot(key.id, received.file_name):
+                parsed = await parse_in_child(received)
+                job = await run_in_threadpool(
+                    create_file_job,
+                    request.app.state.store,
+                    key.id,
+                    parsed.rows,
+                    file_name=received.file_name,
+                    file_size=received.size,
+                    email_column=parsed.email_column,
+                    columns=parsed.columns,
+                )
         except InsufficientCredits as exc:
             raise FormAInsufficientCredits(details=str(exc)) from None
         finally:
             shutil.rmtree(received.directory, ignore_errors=True)
+            give_back_memory()
         request.app.state.worker.wake()
         status_url, _ = file_paths(job.id)
         return success(

@@ -11,30 +11,37 @@ by the pipeline's rules, and the cells cleaned as the pipeline cleans them. The 
 is checked batch by batch while reading, so an oversized file is refused without reading it all.
 """
 
+import bisect
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import BinaryIO
+from typing import BinaryIO, overload
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import ClientDisconnect, Request
 
 from listhygiene.errors import FormABadRequest, FormAFileTooLarge
+from listhygiene.pipeline._excel import WorkbookLimits, WorkbookTooLarge, XlsSource, XlsxSource
 from listhygiene.pipeline.columns import find_email_column
 from listhygiene.pipeline.prepare import clean_cells
-from listhygiene.pipeline.sources import SourceError, open_source
+from listhygiene.pipeline.sources import Source, SourceError, open_source
 from listhygiene.service.store.jobs import UploadedRow
 
 __all__ = [
     "EXTENSIONS",
+    "MAX_CELLS",
     "MAX_FILE_BYTES",
     "MAX_ROWS",
+    "MAX_TEXT_CHARS",
+    "UPLOAD_LIMITS",
     "ParsedFile",
     "ReceivedFile",
+    "StoredRows",
     "parse_file",
     "receive_file",
 ]
@@ -43,11 +50,27 @@ __all__ = [
 MAX_FILE_BYTES = 20 * 1024 * 1024
 #: Data rows per uploaded file at most (spec/form-a.md, Limits).
 MAX_ROWS = 100_000
+#: Cells (rows x columns) and characters of cells per upload, whatever its format: what the
+#: service holds of an upload is bounded by these, not by how far a workbook inflates.
+MAX_CELLS = 5_000_000
+MAX_TEXT_CHARS = 64 << 20
+#: What reading one uploaded workbook may cost (the pipeline's CLI keeps its own, looser bounds:
+#: ``_excel.CLI_LIMITS``). openpyxl holds every shared string in memory, hence their bounds.
+UPLOAD_LIMITS = WorkbookLimits(
+    max_inflated=512 << 20,
+    max_ratio=100,
+    max_member_inflated=256 << 20,
+    max_shared_strings_bytes=64 << 20,
+    max_shared_strings=1_000_000,
+    max_cell_chars=32_767,  # Excel's own limit
+    max_cells=MAX_CELLS,
+    max_text_chars=MAX_TEXT_CHARS,
+)
 #: The file formats of ``POST /verify/file``, by extension (spec/form-a.md, rule 1).
 EXTENSIONS = {".csv": "csv", ".xlsx": "xlsx", ".xls": "xls", ".txt": "txt"}
 #: What the body may carry beyond the file: multipart framing and the small ``email_column``.
 _FRAMING = 64 * 1024
-_BATCH_ROWS = 10_000
+_BATCH_ROWS = 5_000  # create_file_job's slices
 
 
 @dataclass(frozen=True)
@@ -66,7 +89,7 @@ class ReceivedFile:
 class ParsedFile:
     columns: list[str]
     email_column: str
-    rows: list[UploadedRow]
+    rows: Sequence[UploadedRow]
 
 
 def _too_large(what: str) -> FormAFileTooLarge:
@@ -141,34 +164,118 @@ async def _copy(upload: UploadFile, out: BinaryIO) -> None:
         out.write(chunk)
 
 
-def parse_file(received: ReceivedFile) -> ParsedFile:
-    """The file's rows, its columns and the email column (blocking: run it in a thread).
+def parse_file(received: ReceivedFile, out: Path) -> ParsedFile:
+    """Read the upload into the Arrow IPC file ``out`` (blocking; the service runs it in a child
+    process, :mod:`.parse_process`): the file's cells in their columns' order, then the address
+    read from each row's email cell. The returned rows read ``out`` a batch at a time.
 
     400 ``4000`` when the file cannot be read, has no data rows, or has no email column that can
-    be told apart; 413 ``4130`` past :data:`MAX_ROWS` rows.
+    be told apart; 413 ``4130`` past :data:`MAX_ROWS` rows or any of :data:`UPLOAD_LIMITS`.
     """
     name = received.file_name
     if received.kind in ("csv", "txt") and _binary(received.path):
         raise FormABadRequest(details=f"{name} is not a text file")
+    rows = cells = chars = 0
     try:
-        source = open_source(received.path, kind=received.kind)
+        source = _open(received)
         columns = list(source.schema.names)
         column = find_email_column(
             source.schema, source.sample(), received.email_column, source_name=name
         )
         at = columns.index(column)
-        rows: list[UploadedRow] = []
-        for batch in source.batches(_BATCH_ROWS):
-            if len(rows) + batch.num_rows > MAX_ROWS:
-                raise _too_large(f"{name} has more than {MAX_ROWS} data rows")
-            rows.extend(_rows(batch, at))
+        schema = pa.schema(
+            [pa.field(f"c{i}", t) for i, t in enumerate(source.schema.types)]
+            + [pa.field("address", pa.string())]
+        )
+        with pa.ipc.new_file(str(out), schema) as writer:
+            for batch in source.batches(_BATCH_ROWS):
+                rows += batch.num_rows
+                cells += batch.num_rows * batch.num_columns
+                chars += _characters(batch)
+                if rows > MAX_ROWS:
+                    raise _too_large(f"{name} has more than {MAX_ROWS} data rows")
+                if cells > MAX_CELLS:
+                    raise _too_large(f"{name} has more than {MAX_CELLS:,} cells")
+                if chars > MAX_TEXT_CHARS:
+                    raise _too_large(f"{name} has more than {MAX_TEXT_CHARS:,} characters of cells")
+                if batch.num_rows:
+                    addresses = clean_cells(batch.column(at))
+                    writer.write_batch(
+                        pa.RecordBatch.from_arrays([*batch.columns, addresses], schema=schema)
+                    )
+    except WorkbookTooLarge as exc:
+        raise _too_large(_as_service_message(str(exc), received)) from None
     except SourceError as exc:
         raise FormABadRequest(details=_as_service_message(str(exc), received)) from None
     except (pa.ArrowException, UnicodeError, ValueError, OSError) as exc:
         raise FormABadRequest(details=f"{name} cannot be read as {received.kind}: {exc}") from None
     if not rows:
         raise FormABadRequest(details=f"{name} has no data rows")
-    return ParsedFile(columns, column, rows)
+    return ParsedFile(columns, column, StoredRows(out, at))
+
+
+def _open(received: ReceivedFile) -> Source:
+    if received.kind == "xlsx":
+        return XlsxSource(received.path, UPLOAD_LIMITS)
+    if received.kind == "xls":
+        return XlsSource(received.path, UPLOAD_LIMITS)
+    return open_source(received.path, kind=received.kind)
+
+
+def _characters(batch: pa.RecordBatch) -> int:
+    total = 0
+    for array in batch.columns:
+        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+            total += pc.sum(pc.utf8_length(array)).as_py() or 0
+    return total
+
+
+class StoredRows(Sequence[UploadedRow]):
+    """The rows of a parsed upload, read from its Arrow IPC file a batch at a time: the service
+    never holds more than a batch of an upload's rows (``create_file_job`` takes them by slices
+    of a batch's size)."""
+
+    def __init__(self, path: Path, at: int) -> None:
+        self._path = path
+        self._at = at
+        with pa.ipc.open_file(str(path)) as reader:
+            sizes = [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
+        self._starts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    @overload
+    def __getitem__(self, index: int) -> UploadedRow: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[UploadedRow]: ...
+    def __getitem__(self, index: int | slice) -> UploadedRow | list[UploadedRow]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            return list(self._range(start, stop))
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return next(self._range(index, index + 1))
+
+    def __iter__(self) -> Iterator[UploadedRow]:
+        return self._range(0, len(self))
+
+    def _range(self, start: int, stop: int) -> Iterator[UploadedRow]:
+        if start >= stop:
+            return
+        first = bisect.bisect_right(self._starts, start) - 1
+        with pa.ipc.open_file(str(self._path)) as reader:
+            for number in range(first, reader.num_record_batches):
+                offset = self._starts[number]
+                if offset >= stop:
+                    return
+                batch = reader.get_batch(number)
+                low, high = max(start - offset, 0), min(stop - offset, batch.num_rows)
+                yield from _rows(batch.slice(low, high - low), self._at)
 
 
 def _binary(path: Path) -> bool:
@@ -181,9 +288,9 @@ def _binary(path: Path) -> bool:
 
 
 def _rows(batch: pa.RecordBatch, at: int) -> list[UploadedRow]:
-    cells = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+    cells = [batch.column(i).to_pylist() for i in range(batch.num_columns - 1)]
     emails = cells[at]
-    addresses = clean_cells(batch.column(at)).to_pylist()
+    addresses = batch.column(batch.num_columns - 1).to_pylist()
     return [
         UploadedRow(
             email="" if emails[i] is None else str(emails[i]),
