@@ -15,7 +15,11 @@ from listhygiene_dagster.checks import (
 )
 from listhygiene_dagster.io_manager import ParquetIOManager, ParquetUPathIOManager
 from listhygiene_dagster.partitions import export_files, row_chunks
-from listhygiene_dagster.resources import ContactSourceResource, VerificationBackendResource
+from listhygiene_dagster.resources import (
+    ContactSourceResource,
+    VerdictStoreResource,
+    VerificationBackendResource,
+)
 from listhygiene_dagster.sensors import build_export_sensor, find_exports
 
 __all__ = [
@@ -25,6 +29,7 @@ __all__ = [
     "ContactSourceResource",
     "ParquetIOManager",
     "ParquetUPathIOManager",
+    "VerdictStoreResource",
     "VerificationBackendResource",
     "build_email_hygiene_assets",
     "build_export_sensor",

@@ -53,6 +53,7 @@ def build_email_hygiene_assets(
     output_dir: str,
     source_resource_key: str = "contact_source",
     backend_resource_key: str = "verification_backend",
+    verdicts_resource_key: str | None = None,
     io_manager_key: str = "listhygiene_parquet_io_manager",
     results_io_manager_key: str = "io_manager",
     partitions_def: dg.PartitionsDefinition | None = None,
@@ -74,6 +75,12 @@ def build_email_hygiene_assets(
     verification asset fails and publishes nothing, unless ``accept_unreachable``: the default
     of the asset's run config ``accept_unreachable``, so one run can accept what a failed run
     kept without probing again.
+
+    ``verdicts_resource_key`` names a :class:`~listhygiene_dagster.VerdictStoreResource`: the
+    verdict store whose fresh verdicts the run reuses (None: ``clean``'s default,
+    ``LISTHYGIENE_VERDICTS`` else the user's cache file). The run config ``fresh: true`` verifies
+    everything again for one run. The verification's metadata shows reused, verified and
+    changed, the rows of ``changed.parquet`` and its path.
     """
     if quality not in ("fail", "warn"):
         raise ValueError("quality must be 'fail' or 'warn'")
@@ -114,13 +121,22 @@ def build_email_hygiene_assets(
         partitions_def=partitions_def,
         io_manager_key=results_io_manager_key,
         ins={"contacts": dg.AssetIn(key=contacts_key)},
-        required_resource_keys={source_resource_key, backend_resource_key},
+        required_resource_keys={
+            source_resource_key,
+            backend_resource_key,
+            *([verdicts_resource_key] if verdicts_resource_key else []),
+        },
         config_schema={
             "accept_unreachable": dg.Field(
                 bool,
                 default_value=accept_unreachable,
                 description="Publish although most domains could not be reached on port 25.",
-            )
+            ),
+            "fresh": dg.Field(
+                bool,
+                default_value=False,
+                description="Reuse no stored verdict this run: verify everything again.",
+            ),
         },
         kinds={"python"},
         description=(
@@ -132,6 +148,11 @@ def build_email_hygiene_assets(
         backend = getattr(context.resources, backend_resource_key)
         key = context.partition_key if context.has_partition_key else None
         out = output_folder(output_dir, name, key)
+        config = context.op_execution_context.op_config
+        store = getattr(context.resources, verdicts_resource_key) if verdicts_resource_key else None
+        verdicts = store.clean_options(fresh=bool(config["fresh"])) if store is not None else {}
+        if store is None and config["fresh"]:
+            verdicts = {"fresh": True}
         frame = contacts.copy()
         frame[ROW_COLUMN] = range(1, len(frame) + 1)
         context.log.info(f"verifying {len(frame):,} rows with the {backend.describe()} into {out}")
@@ -142,7 +163,8 @@ def build_email_hygiene_assets(
             source=source,
             backend=backend,
             quality=quality,
-            accept_unreachable=bool(context.op_execution_context.op_config["accept_unreachable"]),
+            accept_unreachable=bool(config["accept_unreachable"]),
+            verdicts=verdicts,
         )
         value = {"out": result.out, "input_rows": len(frame), "summary": result.summary}
         return dg.Output(value, metadata=verification_metadata(value, report=result.report))
@@ -211,6 +233,7 @@ def _clean(
     backend: Any,
     quality: str,
     accept_unreachable: bool,
+    verdicts: Mapping[str, Any],
 ) -> Any:
     """``listhygiene.clean`` with the library's errors turned into ``dg.Failure``."""
     import listhygiene
@@ -228,6 +251,7 @@ def _clean(
             quality=quality,
             accept_unreachable=accept_unreachable,
             progress=_progress(context),
+            **verdicts,
         )
     except UnreachableError as exc:
         # Where the run ran, not the list: a retry would read the same kept results.
@@ -281,6 +305,7 @@ def statuses_table(counts: Mapping[str, int], *, highlight: str | None = None) -
 
 def verification_metadata(value: Mapping[str, Any], *, report: str) -> dict[str, Any]:
     summary = value["summary"]
+    metadata = _verdict_metadata(value["out"], summary)
     counts = summary["rows"]["by_status"]
     quality = summary["quality"]
     checks = "\n".join(
@@ -300,7 +325,42 @@ def verification_metadata(value: Mapping[str, Any], *, report: str) -> dict[str,
         "pipeline quality": dg.MetadataValue.md(
             f"{'passed' if quality['passed'] else '**failed**'} ({quality['mode']})\n\n{checks}"
         ),
+        **metadata,
     }
+
+
+def _verdict_metadata(out: str, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Reused, verified and changed; with a store, its URL, the rows of ``changed.parquet``, its
+    path and the transitions."""
+    import pyarrow.parquet as pq
+
+    from listhygiene.pipeline.outputs import OutputFolder
+    from listhygiene.pipeline.verdict_memory import CHANGED
+
+    counts = summary.get("verdicts") or {}
+    metadata: dict[str, Any] = {
+        f"verdicts {name}": dg.MetadataValue.int(int(counts.get(name, 0)))
+        for name in ("reused", "verified", "changed")
+    }
+    store = summary.get("verdict_store")
+    if store is None:  # the run had no store
+        return metadata
+    metadata["verdict store"] = dg.MetadataValue.text(str(store.get("store")))
+    folder = OutputFolder(out)
+    path = folder.final(CHANGED)
+    try:
+        rows = pq.ParquetFile(folder.fs.open_input_file(path)).metadata.num_rows
+    except (OSError, FileNotFoundError):
+        return metadata
+    metadata["changed rows"] = dg.MetadataValue.int(int(rows))
+    metadata["changed"] = dg.MetadataValue.path(f"{out.rstrip('/')}/{CHANGED}")
+    transitions = store.get("transitions") or {}
+    if transitions:
+        lines = ["| from -> to | addresses |", "|---|---:|"]
+        lines += [f"| {pair} | {n:,} |" for pair, n in transitions.items()]
+        metadata["transitions"] = dg.MetadataValue.md("\n".join(lines))
+    metadata["credits saved"] = dg.MetadataValue.int(int(store.get("credits_saved", 0)))
+    return metadata
 
 
 def status_metadata(

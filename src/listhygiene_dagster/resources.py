@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ContactSourceResource",
+    "VerdictStoreResource",
     "VerificationBackendResource",
     "chunk_bounds",
     "chunk_key",
@@ -124,6 +125,40 @@ class VerificationBackendResource(dg.ConfigurableResource):
         if self.kind == "local":
             return "local engine"
         return f"{self.kind} service at {self.base_url}"
+
+
+class VerdictStoreResource(dg.ConfigurableResource):
+    """The verdict store the verification asset reuses fresh verdicts from and keeps new ones in
+    (docs/pipeline.md, "Verdict store").
+
+    ``url`` is a SQLAlchemy URL (``postgresql://...`` to share one store between runs, machines
+    and partitions; ``sqlite:///path.db``), or ``none`` for no store; unset, the
+    ``LISTHYGIENE_VERDICTS`` variable, else ``verdicts.sqlite`` in the user's cache directory.
+    A URL with a password goes in as ``dg.EnvVar``.
+    """
+
+    url: str | None = Field(
+        default=None, description="SQLAlchemy URL of the store, or none (unset: the default)."
+    )
+    max_age: str | None = Field(
+        default=None,
+        description="How old a reused verdict may be: 30d, or per status valid=14d,risky=1d.",
+    )
+    fresh: bool = Field(
+        default=False, description="Verify everything again (the store is still updated)."
+    )
+
+    def clean_options(self, *, fresh: bool = False) -> dict[str, Any]:
+        """``verdicts``, ``max_age`` and ``fresh`` for :func:`listhygiene.clean`."""
+        return {"verdicts": self.url, "max_age": self.max_age, "fresh": self.fresh or fresh}
+
+    def describe(self) -> str:
+        """The store's URL without its password (the default when unset)."""
+        if self.url is None:
+            return "the default verdict store (LISTHYGIENE_VERDICTS, else the user's cache)"
+        if self.url.strip().lower() == "none":
+            return "no verdict store"
+        return re.sub(r"(://[^:/@]+:)[^@]+@", r"\1***@", self.url)
 
 
 _CHUNK = re.compile(r"^rows-(\d+)-(\d+)$")
