@@ -18,7 +18,8 @@ Those are the bounds of :data:`CLI_LIMITS`, for files a user reads on their own 
 given other :class:`WorkbookLimits` (the service's uploads) also bounds each zip member's
 inflated size, the shared-strings part's size and string count (openpyxl holds every shared
 string in memory), the characters of one cell, and the cells and characters read in one pass
-over the sheet; past any of them it raises :class:`WorkbookTooLarge` (a :class:`SourceError`).
+over the sheet; past any of them it raises :class:`WorkbookTooLarge` (a :class:`SourceError`;
+the zip-bomb guard's refusals stay plain :class:`SourceError`: a file not to be read at all).
 """
 
 import zipfile
@@ -295,12 +296,12 @@ def _check_zip(path: Path, limits: WorkbookLimits = CLI_LIMITS) -> None:
     inflated = sum(member.file_size for member in members)
     compressed = sum(member.compress_size for member in members)
     if inflated > limits.max_inflated:
-        raise WorkbookTooLarge(
+        raise SourceError(
             f"{path} is refused: it would inflate to {inflated:,} bytes "
             f"(more than {limits.max_inflated:,}); it may be a zip bomb"
         )
     if inflated > _RATIO_FLOOR and inflated > limits.max_ratio * max(compressed, 1):
-        raise WorkbookTooLarge(
+        raise SourceError(
             f"{path} is refused: it would inflate {inflated // max(compressed, 1)} times "
             f"(more than {limits.max_ratio}); it may be a zip bomb"
         )
