@@ -21,7 +21,7 @@ import dns.name
 import dns.rdatatype
 import dns.resolver
 
-from listhygiene.engine.fairness import FairSlots, Priority, current_lane
+from listhygiene.engine.fairness import FairSlots, Lane, Priority, current_lane
 from listhygiene.engine.settings import EngineSettings
 from listhygiene.statuses import DnsOutcome
 
@@ -77,11 +77,11 @@ class Resolver:
         self.settings = settings
         self._resolver = resolver or self._make_resolver(settings)
         #: domain -> (expiry, its route, the class that asked for it)
-        self._routes: dict[str, tuple[float, asyncio.Future[MailRoute], Priority]] = {}
+        self._routes: dict[str, tuple[float, asyncio.Task[MailRoute], Priority]] = {}
         #: (name, type, class) -> the query in flight: an interactive caller never waits on a
         #: bulk query still queued for a slot (at worst one question is asked twice)
         self._in_flight: dict[
-            tuple[str, str, Priority], asyncio.Future[dns.resolver.Answer | None]
+            tuple[str, str, Priority], asyncio.Task[dns.resolver.Answer | None]
         ] = {}
         self._query_slots = FairSlots(_MAX_IN_FLIGHT, bulk_limit=_BULK_IN_FLIGHT)
         self.lookups = 0
@@ -113,19 +113,22 @@ class Resolver:
             _, shared, asked_by = cached
             if shared.done() or asked_by is priority or priority is Priority.BULK:
                 return await asyncio.shield(shared)
-        future: asyncio.Future[MailRoute] = asyncio.get_running_loop().create_future()
-        self._routes[domain] = (now + _ERROR_TTL, future, priority)
-        try:
-            route = await self._lookup(domain)
-        except BaseException as exc:
-            if self._routes.get(domain, (0, None))[1] is future:
+        # The lookup is a task of its own, not the first caller's: a caller that is cancelled
+        # (a client gone, a request's time limit) must not cancel it for the others sharing it.
+        lookup = asyncio.get_running_loop().create_task(self._lookup(domain))
+        self._routes[domain] = (now + _ERROR_TTL, lookup, priority)
+
+        def settle(task: "asyncio.Task[MailRoute]") -> None:
+            current = self._routes.get(domain)
+            if current is None or current[1] is not task:
+                return
+            if task.cancelled() or task.exception() is not None:
                 self._routes.pop(domain, None)
-            future.set_exception(exc)
-            future.exception()  # retrieved: waiters re-raise it
-            raise
-        future.set_result(route)
-        self._routes[domain] = (now + route.ttl, future, priority)
-        return route
+            else:
+                self._routes[domain] = (now + task.result().ttl, task, priority)
+
+        lookup.add_done_callback(settle)
+        return await asyncio.shield(lookup)
 
     async def _query(self, name: str, rdtype: str) -> dns.resolver.Answer | None:
         """An answer, None for no data; NXDOMAIN and failures raise.
@@ -140,24 +143,24 @@ class Resolver:
         shared = self._in_flight.get(key)
         if shared is not None:
             return await asyncio.shield(shared)
-        future: asyncio.Future[dns.resolver.Answer | None] = (
-            asyncio.get_running_loop().create_future()
-        )
-        self._in_flight[key] = future
-        try:
-            async with self._query_slots.hold(lane):
-                self.lookups += 1
-                answer = await self._resolver.resolve(name, rdtype, raise_on_no_answer=False)
-            result = answer if answer.rrset is not None else None
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: waiters re-raise it
-            raise
-        else:
-            future.set_result(result)
-            return result
-        finally:
-            del self._in_flight[key]
+        # A task of its own, as in route(): a cancelled caller leaves it to the others.
+        query = asyncio.get_running_loop().create_task(self._ask(name, rdtype, lane))
+        self._in_flight[key] = query
+
+        def settle(task: "asyncio.Task[dns.resolver.Answer | None]") -> None:
+            if self._in_flight.get(key) is task:
+                del self._in_flight[key]
+            if not task.cancelled():
+                task.exception()  # retrieved: the callers, if any are left, re-raise it
+
+        query.add_done_callback(settle)
+        return await asyncio.shield(query)
+
+    async def _ask(self, name: str, rdtype: str, lane: Lane) -> dns.resolver.Answer | None:
+        async with self._query_slots.hold(lane):
+            self.lookups += 1
+            answer = await self._resolver.resolve(name, rdtype, raise_on_no_answer=False)
+        return answer if answer.rrset is not None else None
 
     async def _lookup(self, domain: str) -> MailRoute:
         try:
