@@ -45,12 +45,20 @@ WORLD = {
         "slow.test": {"mx": mx("mx.slow.test"), "mailboxes": [f"p{i}" for i in range(40)]},
         "mailinator.com": {"mx": mx("mx.mailinator.com"), "catch_all": True},
         "broken.test": {"dns": "servfail"},
+        # slower than a synchronous request may take: greylisting that names its delay, a
+        # mail host that never speaks
+        "grey.test": {"mx": mx("mx.grey.test"), "mailboxes": ["g0", "g1", "g2"]},
+        "silent.test": {"mx": mx("mx.silent.test"), "mailboxes": ["s"]},
+        # a nameserver slower than the client's patience (and under the engine's DNS time-out)
+        "lag.test": {"mx": mx("mx.acme.test"), "mailboxes": ["l"], "dns_latency_ms": 700},
     },
     "hosts": {
         "mx.acme.test": {},
         "mx.catchall.test": {},
         "mx.slow.test": {"latency_ms": 100},
         "mx.mailinator.com": {},
+        "mx.grey.test": {"greylist_delay_ms": 2500, "greylist_names_delay": True},
+        "mx.silent.test": {"behaviour": "silent"},
     },
 }
 CSV = """id,name,Email
@@ -443,3 +451,153 @@ def test_a_result_file_carries_the_credits_its_job_charged() -> None:
     assert used(3) == [1, 1, 1]  # a service that charges unknown results too
     assert used(1) == [1, 0, 0]
     assert sum(used(0)) == 0
+
+
+# -- slow batches: form A's synchronous requests are bounded in time ---------------------------
+
+SLOW_LIST = "Email\n" + "".join(
+    f"{e}\n"
+    for e in (
+        "alice@acme.test",
+        "nobody@acme.test",
+        "g0@grey.test",
+        "bob@acme.test",
+        "g1@grey.test",
+        "s@silent.test",
+        "g2@grey.test",
+        "ALICE@acme.test",
+    )
+)
+#: What each address ends with once verified without a time limit: greylisted mailboxes are
+#: valid once the named delay has passed; the silent host's address is genuinely unknown.
+SLOW_VERDICTS = {
+    "alice@acme.test": ("valid", None),
+    "nobody@acme.test": ("invalid", "mailbox_not_found"),
+    "g0@grey.test": ("valid", None),
+    "bob@acme.test": ("valid", None),
+    "g1@grey.test": ("valid", None),
+    "s@silent.test": ("unknown", "smtp_timeout"),
+    "g2@grey.test": ("valid", None),
+    "ALICE@acme.test": ("valid", None),
+}
+SLOW_BILLABLE = 6  # distinct addresses whose verdict is not unknown (nobody@ is invalid)
+
+
+def slow_service(sandbox: Sandbox, path: Path, sync_deadline: float) -> tuple[Store, Any]:
+    store = Store(f"sqlite:///{path}")
+    # The engine retries greylisting at the delay the host names (2.5 s): longer than a
+    # synchronous request may take on this service
+    settings = engine_settings(sandbox).model_copy(update={"retry_delays": (1.0,)})
+    app = create_app(store, Engine(settings), sync_deadline=sync_deadline)
+    return store, app
+
+
+def verdicts(out: Path) -> dict[str, tuple[str, Any]]:
+    frames = [pd.read_parquet(out / f"{s}.parquet") for s in STATUSES]
+    rows = pd.concat([f for f in frames if len(f)])
+    return {
+        str(r["Email"]): (r["status"], None if pd.isna(r["reason"]) else r["reason"])
+        for _, r in rows.iterrows()
+    }
+
+
+def test_form_a_sends_what_a_batch_had_no_time_for_to_a_file_job(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A batch cut by the service's deadline (1 s) answers the greylisted and silent addresses
+    unknown / smtp_timeout, free: they are verified again in one file job, where the greylisted
+    ones get their real verdict; every address is charged once."""
+    path = tmp_path / "slow.csv"
+    path.write_text(SLOW_LIST)
+    store, app = slow_service(sandbox, tmp_path / "service.db", sync_deadline=1)
+    with store, LiveServer(app) as url:
+        key, row = store.create_key("deadline", 100)
+        settings = ClientSettings(base_url=f"{url}/a/v1", api_key=key)
+        backend = FormABackend(settings, poll_seconds=0.1)
+        result = listhygiene.clean(path, tmp_path / "out", backend=backend)
+        assert verdicts(tmp_path / "out") == SLOW_VERDICTS
+        assert sum(result.summary["rows"]["by_status"].values()) == len(SLOW_VERDICTS)
+        assert [kind for _, kind in jobs_of(store, key)] == ["file"]
+        assert store.credits(row.id).consumed == SLOW_BILLABLE  # once per address
+        assert result.summary["credits"] == {"used": SLOW_BILLABLE}
+
+
+def test_a_batch_that_times_out_on_the_client_is_not_sent_again_but_verified_in_a_file_job(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The client gives up on a batch (its time-out, 1 s, is shorter than the service's work):
+    no ReadTimeout ends the run, the batch is not sent again (the service may have charged it),
+    its addresses are verified in a file job, and the summary says how many credits the lost
+    request may have taken."""
+    path = tmp_path / "slow.csv"
+    path.write_text(SLOW_LIST)
+    store, app = slow_service(sandbox, tmp_path / "service.db", sync_deadline=20)
+    with store, LiveServer(app) as url:
+        key, row = store.create_key("client time-out", 100)
+        settings = ClientSettings(base_url=f"{url}/a/v1", api_key=key, timeout=1)
+        backend = FormABackend(settings, poll_seconds=0.1)
+        result = listhygiene.clean(path, tmp_path / "out", backend=backend)
+        assert verdicts(tmp_path / "out") == SLOW_VERDICTS
+        assert [kind for _, kind in jobs_of(store, key)] == ["file"]  # sent once, as a job
+        lost = len(SLOW_VERDICTS) - 1  # the one batch, its distinct addresses
+        assert result.summary["credits"] == {"used": SLOW_BILLABLE, "uncertain": lost}
+        # The file job charged each address once; the lost batch took at most its addresses
+        # (it may still be running on the service)
+        consumed = store.credits(row.id).consumed
+        assert SLOW_BILLABLE <= consumed <= SLOW_BILLABLE + lost
+        (job_id,) = [job for job, _ in jobs_of(store, key)]
+        with store.transaction() as conn:
+            charged = conn.execute(select(Job.credits_used).where(Job.id == job_id)).scalar_one()
+        assert charged == SLOW_BILLABLE
+
+
+class KilledWaitingForItsFileJob(FormABackend):
+    """Dies once its slow addresses' file job is accepted (and recorded), before reading it."""
+
+    async def _file(self, job: JobRef, emails: list[str] | None) -> Any:
+        raise RuntimeError("killed")
+
+
+def test_a_run_killed_while_its_slow_batch_file_job_runs_reads_that_job_when_rerun(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    path = tmp_path / "slow.csv"
+    path.write_text(SLOW_LIST)
+    store, app = slow_service(sandbox, tmp_path / "service.db", sync_deadline=1)
+    with store, LiveServer(app) as url:
+        key, row = store.create_key("killed", 100)
+        settings = ClientSettings(base_url=f"{url}/a/v1", api_key=key)
+        with pytest.raises(RuntimeError, match="killed"):
+            listhygiene.clean(path, tmp_path / "out", backend=KilledWaitingForItsFileJob(settings))
+        assert [kind for _, kind in jobs_of(store, key)] == ["file"]
+        result = listhygiene.clean(
+            path, tmp_path / "out", backend=FormABackend(settings, poll_seconds=0.1)
+        )
+        assert [kind for _, kind in jobs_of(store, key)] == ["file"]  # read, not sent again
+        assert result.summary["addresses"]["resumed"] is True
+        assert verdicts(tmp_path / "out") == SLOW_VERDICTS
+        assert store.credits(row.id).consumed == SLOW_BILLABLE
+
+
+def test_without_smtp_a_batch_that_times_out_is_unknown_and_free_not_sent_again(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """No file job without SMTP (a file job always probes): the lost batch's addresses are
+    unknown / smtp_timeout, free, as the service answers addresses it had no time for; the
+    credits its request may have taken are reported, and nothing is sent twice."""
+    path = tmp_path / "lag.csv"
+    path.write_text("Email\nl@lag.test\ninfo@lag.test\n")
+    store, app = slow_service(sandbox, tmp_path / "service.db", sync_deadline=20)
+    with store, LiveServer(app) as url:
+        key, row = store.create_key("no smtp", 100)
+        settings = ClientSettings(base_url=f"{url}/a/v1", api_key=key, timeout=0.3)
+        result = listhygiene.clean(
+            path, tmp_path / "out", backend=FormABackend(settings), check_smtp=False
+        )
+        assert verdicts(tmp_path / "out") == {
+            "l@lag.test": ("unknown", "smtp_timeout"),
+            "info@lag.test": ("unknown", "smtp_timeout"),
+        }
+        assert result.summary["credits"] == {"used": 0, "uncertain": 2}
+        assert jobs_of(store, key) == []
+        assert store.credits(row.id).consumed <= 2  # the lost request, once

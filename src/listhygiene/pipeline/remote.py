@@ -9,7 +9,11 @@ and the answer reaching us, which no idempotency key of the spec's two forms can
 Form A: up to ``file_threshold`` addresses (or without SMTP, which file jobs cannot skip) go
 through ``/verify/bulk`` in batches of 50, several at once; larger lists become one file job per
 100,000 addresses (a CSV ``id,email`` uploaded to ``/verify/file``), whose result file is read
-back row by row. Form B: bulk jobs of at most 10,000 addresses, results read page by page.
+back row by row. A synchronous batch is bounded in time (the service's deadline, the client's
+time-out), so with SMTP the addresses it had no time for (``unknown`` / ``smtp_timeout``, free)
+or whose answer was lost (a client time-out: perhaps charged, never sent again) go, with every
+batch not yet sent, into one file job at the end (docs/backends.md, "Slow batches"). Form B: bulk
+jobs of at most 10,000 addresses, results read page by page.
 
 A job is waited for by polling its status with a growing interval, or, with an
 :class:`~listhygiene.clients.events.EventStore` fed by the webhook receiver, by watching the
@@ -28,9 +32,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from listhygiene.clients import (
     AsyncFormAClient,
     AsyncFormBClient,
+    ClientConnectionError,
     ClientSettings,
     read_results_csv,
 )
+from listhygiene.clients._exceptions import reached_server
 from listhygiene.pipeline.backends import (
     Backend,
     InsufficientCredits,
@@ -40,6 +46,7 @@ from listhygiene.pipeline.backends import (
 )
 from listhygiene.result_file import RESULT_COLUMNS, unescape_formula
 from listhygiene.results import VerificationResult
+from listhygiene.statuses import Facts, MailboxOutcome, Reason, Status
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,6 +58,8 @@ __all__ = ["FormABackend", "FormBBackend"]
 log = logging.getLogger(__name__)
 
 _BULK_SIZE = 50
+#: Form A lists with SMTP longer than this go as a file job: one round of the batches in flight.
+FILE_THRESHOLD = 200
 
 
 class _Remote(Backend):
@@ -114,7 +123,15 @@ class _Remote(Backend):
 
 
 class FormABackend(_Remote):
-    """A form A service: ``/verify/bulk`` for small lists, file jobs for large ones."""
+    """A form A service: ``/verify/bulk`` for small lists, file jobs for large ones.
+
+    With SMTP, lists longer than ``file_threshold`` are sent as a file job at once; shorter ones
+    go in synchronous batches until one comes back cut by the service's deadline (``unknown`` /
+    ``smtp_timeout``) or unanswered in the client's time-out: then no new batch is sent, and the
+    cut, unanswered and unsent addresses are verified in one file job (docs/backends.md).
+    ``uncertain_credits`` counts the addresses of batches whose answer was lost: the service may
+    have charged them (the run's summary reports it as ``credits.uncertain``).
+    """
 
     name = "form-a"
     max_job_size = 100_000
@@ -124,7 +141,7 @@ class FormABackend(_Remote):
         self,
         settings: ClientSettings,
         *,
-        file_threshold: int = 1_000,
+        file_threshold: int = FILE_THRESHOLD,
         bulk_concurrency: int = 4,
         **options: Any,
     ) -> None:
@@ -132,6 +149,8 @@ class FormABackend(_Remote):
         self.client = AsyncFormAClient(settings)
         self.file_threshold = file_threshold
         self.bulk_concurrency = bulk_concurrency
+        #: Addresses in batches sent whose answer never came: perhaps charged (an upper bound).
+        self.uncertain_credits = 0
 
     async def _balance(self) -> int:
         return (await self.client.credits()).credits_balance
@@ -144,44 +163,137 @@ class FormABackend(_Remote):
             job_id = f"bulk-{uuid.uuid4().hex}"
             self._submitted[job_id] = emails
             return JobRef(self.name, job_id, len(emails), check_smtp, {"mode": "bulk"})
+        return await self._submit_file(emails)
+
+    async def _submit_file(self, emails: list[str]) -> JobRef:
         accepted = await self.client.submit_file(_upload(emails), file_name="listhygiene.csv")
         log.info("form A file job %s accepted (%d addresses)", accepted.task_id, len(emails))
         self._submitted[accepted.task_id] = emails
-        return JobRef(self.name, accepted.task_id, len(emails), check_smtp, {"mode": "file"})
+        return JobRef(self.name, accepted.task_id, len(emails), True, {"mode": "file"})
 
-    async def results(self, job: JobRef) -> AsyncIterator["pa.Table"]:
+    async def results(self, job: JobRef) -> AsyncIterator[Any]:
+        """Result tables; a :class:`JobRef` among them is a file job this backend submitted on
+        its own (the slow addresses of a bulk run), for the run to record before it is waited
+        for, so that a rerun reads it instead of paying for its addresses again."""
         emails = self._submitted.pop(job.job_id, None)
         if job.data.get("mode") == "bulk":
             if emails is None:
                 return  # submitted by a run that died: its missing addresses go again
-            async for table in self._bulk(emails, job.check_smtp):
-                yield table
+            async for item in self._bulk(emails, job.check_smtp):
+                yield item
             return
+        yield await self._file(job, emails)
+
+    async def _file(self, job: JobRef, emails: list[str] | None) -> "pa.Table":
         done = await self._wait(job.job_id, lambda: self.client.file_job(job.job_id))
         if done.status != "completed":
             raise self._failed(done, job)
         data = await self.client.file_results(job.job_id)
-        yield _file_results(data, emails, charged=done.credits_used)
+        return _file_results(data, emails, charged=done.credits_used)
 
-    async def _bulk(self, emails: list[str], check_smtp: bool) -> AsyncIterator["pa.Table"]:
+    async def _bulk(self, emails: list[str], check_smtp: bool) -> AsyncIterator[Any]:
         batches = [emails[i : i + _BULK_SIZE] for i in range(0, len(emails), _BULK_SIZE)]
         gate = asyncio.Semaphore(self.bulk_concurrency)
+        # With SMTP, the addresses to verify in a file job at the end: cut by the service's
+        # deadline, lost with a timed-out batch, or in a batch not sent once either happened.
+        later: list[str] = []
+        slow = False  # a batch was cut or lost: send no more batches
 
-        async def one(batch: list[str]) -> "pa.Table":
+        async def one(batch: list[str]) -> tuple[list[str], Any]:
             async with gate:
-                answer = await self.client.verify_bulk(batch, check_smtp=check_smtp)
-            return results_table(zip(batch, answer.results, strict=True))
+                if slow:
+                    return batch, None
+                try:
+                    return batch, await self.client.verify_bulk(batch, check_smtp=check_smtp)
+                except ClientConnectionError as exc:
+                    if exc.__cause__ is None or not reached_server(exc.__cause__):
+                        raise  # never reached the service (and retried): it is unreachable
+                    return batch, exc
 
         tasks = [asyncio.ensure_future(one(batch)) for batch in batches]
         try:
             for finished in asyncio.as_completed(tasks):
-                yield await finished
+                batch, answer = await finished
+                if answer is None:
+                    later.extend(batch)
+                    continue
+                if isinstance(answer, ClientConnectionError):
+                    self.uncertain_credits += len(batch)
+                    log.warning(
+                        "form A /verify/bulk: no answer to a batch of %d addresses (%s); the "
+                        "service may have charged up to %d credits for it, and it is not sent "
+                        "again: %s",
+                        len(batch),
+                        answer,
+                        len(batch),
+                        "its addresses go into a file job"
+                        if check_smtp
+                        else "its addresses are unknown (smtp_timeout), free",
+                    )
+                    if check_smtp:
+                        later.extend(batch)
+                        slow = True
+                    else:
+                        yield results_table((e, _out_of_time(e)) for e in batch)
+                    continue
+                pairs = list(zip(batch, answer.results, strict=True))
+                if check_smtp:
+                    cut = [email for email, result in pairs if _cut(result)]
+                    if cut:
+                        later.extend(cut)
+                        slow = True
+                        pairs = [(e, r) for e, r in pairs if not _cut(r)]
+                if pairs:
+                    yield results_table(pairs)
         finally:
             for task in tasks:
                 task.cancel()
+        if self.uncertain_credits:
+            log.warning(
+                "up to %d credits may have been spent on form A batches whose answers were lost",
+                self.uncertain_credits,
+            )
+        if later:
+            log.info(
+                "form A: %d addresses were not verified in time by /verify/bulk; verifying them "
+                "in a file job",
+                len(later),
+            )
+            job = await self._submit_file(later)
+            yield job  # recorded by the run before it is waited for
+            self._submitted.pop(job.job_id, None)
+            yield await self._file(job, later)
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def _cut(result: VerificationResult) -> bool:
+    """A result a synchronous batch gives an address it had no time for (a deadline, or a mail
+    host slower than the service's step time-out: the two look the same): unknown, free."""
+    return result.status is Status.UNKNOWN and result.reason is Reason.SMTP_TIMEOUT
+
+
+def _out_of_time(email: str) -> VerificationResult:
+    """The result of an address whose ``/verify/bulk`` answer was lost, without SMTP: what our
+    service answers for an address it had no time for (unknown, ``smtp_timeout``, free, with the
+    flags that need no network), which ``--retry-unknown-after`` verifies again."""
+    from listhygiene.engine.lists import is_disposable, is_free, is_role
+    from listhygiene.engine.syntax import parse_address
+
+    parsed = parse_address(email)
+    if parsed is None:
+        return VerificationResult.from_facts(email, Facts(syntax_valid=False))
+    facts = Facts(
+        syntax_valid=True,
+        smtp_checked=False,
+        mailbox=MailboxOutcome.NOT_CHECKED,
+        undetermined_reason=Reason.SMTP_TIMEOUT,
+        is_disposable=is_disposable(parsed.domain),
+        is_role=is_role(parsed.local_part),
+        is_free=is_free(parsed.domain),
+    )
+    return VerificationResult.from_facts(parsed.email, facts, domain=parsed.domain_unicode)
 
 
 class FormBBackend(_Remote):

@@ -572,8 +572,13 @@ class _Run:
         return jobs
 
     async def _collect(self, backend: Backend, work: WorkDir, job: Any, total: int) -> None:
+        started: list[JobRef] = []  # jobs the backend submitted while collecting (form A's slow)
         try:
             async for table in backend.results(job):
+                if isinstance(table, JobRef):
+                    work.add_job(table)  # recorded: a rerun reads it instead of paying again
+                    started.append(table)
+                    continue
                 work.write_results(table)
                 if self.memory is not None:
                     await asyncio.to_thread(self.memory.save, table, backend=backend.name)
@@ -584,8 +589,11 @@ class _Run:
                     total,
                 )
         except JobFailed as exc:
-            work.finish_job(job)  # a rerun submits what it lacked, instead of waiting on it again
+            for done in (job, *started):
+                work.finish_job(done)  # a rerun submits what it lacked, not waiting on it again
             raise BackendError(f"{exc}; run again to verify its addresses anew") from None
+        for done in started:
+            work.finish_job(done)
 
     async def _second_pass(self, backend: Backend, work: WorkDir) -> None:
         import pyarrow as pa
@@ -826,7 +834,7 @@ class _Run:
                 "retried": self.counters["retried"],
                 "resumed": resumed,
             },
-            "credits": {"used": int(written["credits"])},
+            "credits": {"used": int(written["credits"]), **_uncertain_credits(backend)},
             "top_domains": [
                 {"domain": d, "rows": sum(c.values()), "by_status": dict(c)} for d, c in top
             ],
@@ -893,6 +901,13 @@ def _changed_schema(rows: "pa.Schema") -> "pa.Schema":
     return rows.append(pa.field("previous_status", pa.string())).append(
         pa.field("previous_checked_at", pa.timestamp("us", tz="UTC"))
     )
+
+
+def _uncertain_credits(backend: Backend) -> dict[str, int]:
+    """``{"uncertain": N}`` when requests the backend sent may have been charged without their
+    answer arriving (form A batches that timed out: docs/backends.md); else nothing."""
+    uncertain = int(getattr(backend, "uncertain_credits", 0) or 0)
+    return {"uncertain": uncertain} if uncertain else {}
 
 
 def _run_health(
