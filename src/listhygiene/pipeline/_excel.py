@@ -252,6 +252,7 @@ def _load_workbook(path: Path, limits: WorkbookLimits) -> Any:
 
         return openpyxl.load_workbook(path, read_only=True, data_only=True)
     reader = ExcelReader(path, read_only=True, data_only=True)
+    refused: list[WorkbookTooLarge] = []
 
     def read_strings() -> None:
         from openpyxl.reader.excel import SHARED_STRINGS
@@ -259,10 +260,19 @@ def _load_workbook(path: Path, limits: WorkbookLimits) -> Any:
         found = reader.package.find(SHARED_STRINGS)
         if found is not None:
             with reader.archive.open(found.PartName[1:]) as part:
-                reader.shared_strings = _bounded_strings(part, path, limits)
+                try:
+                    reader.shared_strings = _bounded_strings(part, path, limits)
+                except WorkbookTooLarge as exc:
+                    refused.append(exc)  # openpyxl's read() hides it in its own error
+                    raise
 
     reader.read_strings = read_strings  # type: ignore[method-assign]
-    reader.read()
+    try:
+        reader.read()
+    except Exception:
+        if refused:
+            raise refused[0] from None
+        raise
     return reader.wb
 
 
