@@ -2,7 +2,9 @@
 per chunk, on whichever Celery or Kubernetes worker is free), then merge the outputs and run the
 data-quality checks on the merged result.
 
-Rows are split by a hash of their address, so a duplicate address is verified once. The chunk
+Rows are split by a hash of their address, so a duplicate address is verified once. Every chunk
+uses the connection's verdict store (a PostgreSQL one when the chunks run on several workers:
+they write to it at once), and the merge adds up their reused/verified/changed. The chunk
 and output folders must be on storage every worker sees (a shared volume, or object storage for
 the outputs).
 """
