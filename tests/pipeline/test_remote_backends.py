@@ -601,3 +601,39 @@ def test_without_smtp_a_batch_that_times_out_is_unknown_and_free_not_sent_again(
         assert result.summary["credits"] == {"used": 0, "uncertain": 2}
         assert jobs_of(store, key) == []
         assert store.credits(row.id).consumed <= 2  # the lost request, once
+
+
+class GatewayTimesOutOnBatches(httpx.AsyncBaseTransport):
+    """A proxy in front of the service that passes every request on, but answers a batch with
+    504 once the service has done it (and charged it): the answer is lost on the way."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if not request.url.path.endswith("/verify/bulk"):
+            return response
+        await response.aread()
+        await response.aclose()
+        return httpx.Response(504, text="<html>504 Gateway Time-out</html>", request=request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def test_a_batch_a_gateway_answers_504_is_verified_in_a_file_job(
+    service: Any, contacts: Path, local: Any, tmp_path: Path
+) -> None:
+    _, store = service
+    key, row = store.create_key("gateway", 100)
+    settings = settings_for(service, key, transport=GatewayTimesOutOnBatches())
+    result = listhygiene.clean(
+        contacts, tmp_path / "out", backend=FormABackend(settings, poll_seconds=0.1)
+    )
+    assert statuses(tmp_path / "out") == local
+    assert [kind for _, kind in jobs_of(store, key)] == ["file"]
+    unknown = sum(1 for status, _ in local.values() if status == "unknown")
+    assert result.summary["credits"] == {"used": DISTINCT - unknown, "uncertain": DISTINCT}
+    # the batch behind the gateway was charged, and the file job once more: reported, not hidden
+    assert store.credits(row.id).consumed == 2 * (DISTINCT - unknown)

@@ -37,6 +37,7 @@ from listhygiene.clients import (
     read_results_csv,
 )
 from listhygiene.clients._exceptions import reached_server
+from listhygiene.errors import ServiceError
 from listhygiene.pipeline.backends import (
     Backend,
     InsufficientCredits,
@@ -60,6 +61,9 @@ log = logging.getLogger(__name__)
 _BULK_SIZE = 50
 #: Form A lists with SMTP longer than this go as a file job: one round of the batches in flight.
 FILE_THRESHOLD = 200
+#: A gateway's answers (a proxy that gave up waiting, or lost the service's answer): the request
+#: may have been verified and charged behind it.
+_GATEWAY_STATUSES = frozenset({502, 504})
 
 
 class _Remote(Backend):
@@ -209,6 +213,10 @@ class FormABackend(_Remote):
                     if exc.__cause__ is None or not reached_server(exc.__cause__):
                         raise  # never reached the service (and retried): it is unreachable
                     return batch, exc
+                except ServiceError as exc:
+                    if exc.status not in _GATEWAY_STATUSES:
+                        raise
+                    return batch, exc
 
         tasks = [asyncio.ensure_future(one(batch)) for batch in batches]
         try:
@@ -217,7 +225,7 @@ class FormABackend(_Remote):
                 if answer is None:
                     later.extend(batch)
                     continue
-                if isinstance(answer, ClientConnectionError):
+                if isinstance(answer, (ClientConnectionError, ServiceError)):
                     self.uncertain_credits += len(batch)
                     log.warning(
                         "form A /verify/bulk: no answer to a batch of %d addresses (%s); the "
