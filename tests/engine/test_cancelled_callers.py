@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from listhygiene.engine import Engine, EngineSettings
+from listhygiene.engine import Engine
 from listhygiene.sandbox import Sandbox
 
 WORLD = {
@@ -35,10 +35,7 @@ def sandbox() -> Iterator[Sandbox]:
 
 def engine(sandbox: Sandbox) -> Engine:
     return Engine(
-        EngineSettings(
-            dns_server=sandbox.dns_server,
-            smtp_port=sandbox.smtp_port,
-            allow_private_mx=True,
+        sandbox.engine_settings(
             helo="verifier.test",
             retry_delays=(),
         )

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 import listhygiene
 from listhygiene.cli import main
-from listhygiene.engine import Engine, EngineSettings
+from listhygiene.engine import Engine
 from listhygiene.pipeline.backends import JobRef, LocalBackend
 from listhygiene.pipeline.run import UnreachableError
 from listhygiene.sandbox import Sandbox
@@ -136,10 +136,7 @@ def test_an_unreadable_input_exits_3(env: dict[str, str], tmp_path: Path) -> Non
 @pytest.fixture(scope="module")
 def service(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     path = tmp_path_factory.mktemp("service") / "service.db"
-    settings = EngineSettings(
-        dns_server=sandbox.dns_server,
-        smtp_port=sandbox.smtp_port,
-        allow_private_mx=True,
+    settings = sandbox.engine_settings(
         helo="verifier.test",
         smtp_timeout=2,
         retry_delays=(),
@@ -230,10 +227,7 @@ def test_unreachable_port_25_exits_6_and_publishes_only_when_accepted(
 
 
 def test_the_python_api_raises_unreachable_error(sandbox: Sandbox, unreachable: Path) -> None:
-    settings = EngineSettings(
-        dns_server=sandbox.dns_server,
-        smtp_port=sandbox.smtp_port,
-        allow_private_mx=True,
+    settings = sandbox.engine_settings(
         helo="verifier.test",
         retry_delays=(),
     )

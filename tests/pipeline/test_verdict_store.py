@@ -18,7 +18,7 @@ import pytest
 
 import listhygiene
 from listhygiene.clients import ClientSettings
-from listhygiene.engine import Engine, EngineSettings
+from listhygiene.engine import Engine
 from listhygiene.pipeline.remote import FormBBackend
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.app import create_app
@@ -178,6 +178,7 @@ def test_changed_rows_after_the_world_changed(contacts: Path, tmp_path: Path) ->
         summary = clean(environment(after, store), contacts, tmp_path / "after", "--fresh")
     assert summary["verdicts"]["changed"] == 1  # one address ...
     assert summary["verdict_store"]["transitions"] == {"valid->invalid": 1}
+    assert summary["verdict_store"]["changed_file"] == {"path": "changed.parquet", "rows": 2}
     report = (tmp_path / "after" / "report.html").read_text()
     assert "valid → invalid" in report
     changed = pq.read_table(tmp_path / "after" / "changed.parquet").to_pylist()
@@ -245,10 +246,7 @@ def test_the_default_store_is_in_the_users_cache(
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("LISTHYGIENE_VERDICTS")
-    settings = EngineSettings(
-        dns_server=sandbox.dns_server,
-        smtp_port=sandbox.smtp_port,
-        allow_private_mx=True,
+    settings = sandbox.engine_settings(
         helo="verifier.test",
         retry_delays=(),
     )
@@ -264,10 +262,7 @@ def test_the_default_store_is_in_the_users_cache(
 def test_a_remote_backend_pays_only_for_what_it_verifies(
     sandbox: Sandbox, contacts: Path, tmp_path: Path
 ) -> None:
-    settings = EngineSettings(
-        dns_server=sandbox.dns_server,
-        smtp_port=sandbox.smtp_port,
-        allow_private_mx=True,
+    settings = sandbox.engine_settings(
         helo="verifier.test",
         smtp_timeout=3,
         retry_delays=(),

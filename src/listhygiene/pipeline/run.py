@@ -442,6 +442,10 @@ class _Run:
             )
             if self.memory is not None:
                 summary["verdict_store"] = self.memory.report(work, changed)
+                summary["verdict_store"]["changed_file"] = {
+                    "path": CHANGED,
+                    "rows": written["changed_rows"],
+                }
             self._publish(folder, summary, report, changed=self.memory is not None)
         except BaseException:
             folder.discard()
@@ -662,6 +666,7 @@ class _Run:
             "domains": Counter(),
             "credits": credits,
             "blank": 0,
+            "changed_rows": 0,
             "schema": None,
         }
         # One lookup for every row at once: a lookup per part would rebuild the hash table of
@@ -694,7 +699,9 @@ class _Run:
                     writers[name].write_table(joined.filter(mask))
                     written["rows"][name].append(_flat(pc.filter(part.column(ROW), mask)))
             if changed is not None and changed.num_rows:
-                self._write_changed(folder, writers, joined, part.column(ADDRESS), changed)
+                written["changed_rows"] += self._write_changed(
+                    folder, writers, joined, part.column(ADDRESS), changed
+                )
             written["blank"] += pc.sum(empty).as_py() or 0
             for reason, n in _value_counts(columns["reason"]).items():
                 written["reasons"][reason] += n
@@ -722,14 +729,15 @@ class _Run:
         joined: "pa.Table",
         addresses: "pa.ChunkedArray",
         changed: "pa.Table",
-    ) -> None:
-        """The rows of ``joined`` whose address changed status, with its previous status."""
+    ) -> int:
+        """The rows of ``joined`` whose address changed status, with its previous status; how
+        many."""
         import pyarrow.compute as pc
 
         at = _flat(pc.index_in(addresses, value_set=changed.column(KEY)))
         mask = pc.is_valid(at)
         if not pc.any(mask).as_py():
-            return
+            return 0
         rows = joined.filter(mask)
         previous = changed.take(pc.drop_null(at))
         rows = rows.append_column("previous_status", previous.column("previous_status"))
@@ -737,6 +745,7 @@ class _Run:
         if CHANGED not in writers:
             writers[CHANGED] = folder.writer(CHANGED, rows.schema)
         writers[CHANGED].write_table(rows)
+        return rows.num_rows
 
     # -- check -----------------------------------------------------------------------------------
 

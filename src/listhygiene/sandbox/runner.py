@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import dns.asyncresolver
 import dns.resolver
@@ -20,6 +20,9 @@ import dns.resolver
 from listhygiene.sandbox.servers import Endpoints, SandboxServers
 from listhygiene.sandbox.smtp_server import HostStats
 from listhygiene.sandbox.world import World, load_world
+
+if TYPE_CHECKING:
+    from listhygiene.engine.settings import EngineSettings
 
 __all__ = ["Sandbox"]
 
@@ -131,6 +134,18 @@ class Sandbox:
 
     def engine_environment(self) -> dict[str, str]:
         return self.endpoints.engine_environment()
+
+    def engine_settings(self, **changes: Any) -> "EngineSettings":
+        """Engine settings pointed at this sandbox (its DNS server and SMTP port, loopback mail
+        hosts allowed), with ``changes`` on top: what a test's engine or ``clean()`` needs."""
+        from listhygiene.engine.settings import EngineSettings
+
+        given: dict[str, Any] = {
+            "dns_server": self.dns_server,
+            "smtp_port": self.smtp_port,
+            "allow_private_mx": True,
+        }
+        return EngineSettings(**(given | changes))
 
     def stats(self, host: str) -> HostStats:
         """What a mail host has seen so far (connections, commands, pipelining)."""
