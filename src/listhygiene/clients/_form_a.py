@@ -34,7 +34,12 @@ class FormAClient(SyncBase):
         return self._send(form_a.verify_single(email, check_smtp=check_smtp))
 
     def verify_bulk(self, emails: Iterable[str], *, check_smtp: bool = True) -> BatchResult:
-        """Verify up to 50 addresses in one synchronous call."""
+        """Verify up to 50 addresses in one synchronous call.
+
+        The call is sent again only if it never reached the service; once sent, a lost answer
+        (:class:`ClientTimeoutError` on a read time-out) is raised, never retried: the service
+        may have verified and charged the batch. ``FormABackend`` verifies such a batch in a
+        file job instead (docs/backends.md, "Slow batches")."""
         return self._send(form_a.verify_bulk(emails, check_smtp=check_smtp))
 
     def submit_file(
