@@ -201,7 +201,7 @@ def create_app(
     ``sync_deadline``: seconds a synchronous form A verification may take before what is left
     is answered unknown (:func:`verify_charged`).
     """
-    from listhygiene.service import files_a, form_a, form_b, jobs_b, openapi_a, webhooks
+    from listhygiene.service import files_a, form_a, form_b, jobs_b, openapi_docs, webhooks
     from listhygiene.service.guards import HeaderGuard
     from listhygiene.service.worker import JobWorker
 
@@ -224,7 +224,7 @@ def create_app(
         sub.state.sync_deadline = sync_deadline
     # Each part adds its routes to the form apps and its background services (a job worker, the
     # webhook outbox) to ``root.state.services``, started and stopped with the server.
-    for part in (files_a, jobs_b, webhooks, openapi_a):
+    for part in (files_a, jobs_b, webhooks, openapi_docs):
         part.install(root, app_a, app_b)
     root.mount(FORM_A_ROOT, app_a)
     root.mount(FORM_B_ROOT, app_b)
