@@ -4,8 +4,9 @@ Starts a real ``listhygiene serve`` on a temporary SQLite store, uploads a hosti
 shared strings inflate ``--inflated-mb`` megabytes from about a tenth of that compressed: under
 20 MiB and under the zip-bomb guard's ratio of 100) once, then ``--concurrent`` at once from as
 many keys, and prints the server process's RSS before, its peak (VmHWM) and after each round, the
-answers, and the peak RSS of any parse processes it started. Then a legitimate XLSX of ``--rows``
-rows, which must be accepted.
+answers, and the peak RSS of the forkserver and parse processes it started. Then a legitimate XLSX
+of ``--rows`` rows, which must be accepted, and a workbook just within the upload limits that
+costs the service the most to hold (1,000 rows each with a cell of 32,000 characters).
 
     .venv/bin/python benchmarks/uploads.py [--inflated-mb 905] [--concurrent 3] [--rows 100000]
 """
@@ -25,7 +26,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.service.live import free_port  # noqa: E402
-from tests.service.upload_files import hostile_xlsx, many_rows_xlsx  # noqa: E402
+from tests.service.upload_files import heavy_xlsx, hostile_xlsx, many_rows_xlsx  # noqa: E402
 
 from listhygiene.service.store import Store  # noqa: E402
 
@@ -82,7 +83,8 @@ async def upload(base: str, key: str, path: Path) -> str:
                 files={"file": (path.name, file)},
             )
     body = response.json()
-    return f"{response.status_code} {body.get('code', '')} {body.get('message', '')[:90]}"
+    message = (body.get("error") or {}).get("message") or body.get("message", "")
+    return f"{response.status_code} {body.get('code', '')} {message[:150]}"
 
 
 def round_(server: subprocess.Popen, base: str, keys: list[str], path: Path, label: str) -> None:
@@ -115,6 +117,8 @@ def main() -> None:
         folder = Path(scratch)
         hostile = hostile_xlsx(folder / "hostile.xlsx", inflated=args.inflated_mb << 20)
         legit = many_rows_xlsx(folder / "contacts.xlsx", args.rows)
+        # At the limits: 1,000 rows x 32,000 characters = 32,000,000 characters of cells.
+        heavy = heavy_xlsx(folder / "heavy.xlsx", 1_000)
         print(
             f"hostile.xlsx: {hostile.stat().st_size:,} bytes; "
             f"contacts.xlsx: {legit.stat().st_size:,} bytes, {args.rows:,} rows"
@@ -149,6 +153,7 @@ def main() -> None:
             round_(server, base, keys[:1], hostile, "hostile x1")
             round_(server, base, keys, hostile, f"hostile x{len(keys)} at once")
             round_(server, base, keys[:1], legit, f"legit {args.rows:,} rows")
+            round_(server, base, keys[:1], heavy, "at the limits (32 M characters of cells)")
         finally:
             server.terminate()
             server.wait(10)

@@ -25,7 +25,7 @@ from listhygiene.service.app import create_app
 from listhygiene.service.store import Store
 from tests.service.live import LiveServer, a, engine_for
 from tests.service.test_file_job_restart import Server
-from tests.service.upload_files import _NS, _PARTS, hostile_xlsx, many_rows_xlsx
+from tests.service.upload_files import _NS, _PARTS, heavy_xlsx, hostile_xlsx, many_rows_xlsx
 
 BOUND_MIB = 256
 
@@ -139,6 +139,14 @@ def test_a_cell_longer_than_excel_allows(served: Any) -> None:
         )
     (answer,) = post_all(server.base, keys[:1], "long.xlsx", buffer.getvalue())
     assert_refused(answer, 413, "4130", "long.xlsx", "32,767")
+
+
+def test_too_many_characters_of_cells(served: Any) -> None:
+    """A few kilobytes whose cells repeat one long shared string: 64 million characters."""
+    server, keys, folder = served
+    content = heavy_xlsx(folder / "heavy.xlsx", 2_000).read_bytes()
+    (answer,) = post_all(server.base, keys[:1], "heavy.xlsx", content)
+    assert_refused(answer, 413, "4130", "heavy.xlsx", "33,554,432 characters")
 
 
 def test_a_workbook_of_many_rows_goes_through(served: Any) -> None:

@@ -84,3 +84,28 @@ def many_rows_xlsx(path: Path, rows: int, domain: str = "example.com") -> Path:
         sheet.append([i, f"Person {i}", f"person{i}@{domain}", f"Company {i % 97}"])
     book.save(path)
     return path
+
+
+def heavy_xlsx(path: Path, rows: int = 2_000, string_chars: int = 32_000) -> Path:
+    """A workbook within the upload limits that costs the most to hold: every row's second cell
+    is the same shared string of ``string_chars`` characters (``rows`` x ``string_chars``
+    characters of cells from a file of a few kilobytes)."""
+    cells = "".join(
+        f'<row r="{n}"><c r="A{n}" t="inlineStr"><is><t>p{n}@example.com</t></is></c>'
+        f'<c r="B{n}" t="s"><v>3</v></c></row>'
+        for n in range(2, rows + 2)
+    )
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as out:
+        for name, text in _PARTS.items():
+            if name == "xl/worksheets/sheet1.xml":
+                text = (
+                    f'<worksheet xmlns="{_NS}"><sheetData><row r="1"><c r="A1" t="s"><v>0</v>'
+                    f'</c><c r="B1" t="s"><v>1</v></c></row>{cells}</sheetData></worksheet>'
+                )
+            out.writestr(name, text)
+        out.writestr(
+            "xl/sharedStrings.xml",
+            f'<sst xmlns="{_NS}"><si><t>email</t></si><si><t>note</t></si><si><t>-</t></si>'
+            f"<si><t>{'x' * string_chars}</t></si></sst>",
+        )
+    return path

@@ -53,7 +53,7 @@ MAX_ROWS = 100_000
 #: Cells (rows x columns) and characters of cells per upload, whatever its format: what the
 #: service holds of an upload is bounded by these, not by how far a workbook inflates.
 MAX_CELLS = 5_000_000
-MAX_TEXT_CHARS = 64 << 20
+MAX_TEXT_CHARS = 32 << 20
 #: What reading one uploaded workbook may cost (the pipeline's CLI keeps its own, looser bounds:
 #: ``_excel.CLI_LIMITS``). openpyxl holds every shared string in memory, hence their bounds.
 UPLOAD_LIMITS = WorkbookLimits(
