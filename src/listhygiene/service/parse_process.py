@@ -81,7 +81,8 @@ async def parse_in_child(received: ReceivedFile) -> ParsedFile:
     out = received.directory / "rows.arrow"
     answer = received.directory / "parsed.json"
     process = _forkserver().Process(target=_child, args=(received, out, answer), daemon=True)
-    process.start()
+    # The first start also starts the forkserver (it imports the readers): not on the loop.
+    await asyncio.to_thread(process.start)
     loop = asyncio.get_running_loop()
     ended: asyncio.Future[None] = loop.create_future()
     loop.add_reader(process.sentinel, lambda: ended.done() or ended.set_result(None))

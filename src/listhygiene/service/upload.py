@@ -7,8 +7,13 @@ the file part to a temporary file, so an upload costs at most about 1 MiB of mem
 
 The file is then read with the pipeline's own readers (``listhygiene.pipeline.sources``: CSV with
 encoding and delimiter sniffing, TXT, XLSX with its zip-bomb guard, XLS), the email column found
-by the pipeline's rules, and the cells cleaned as the pipeline cleans them. The 100,000-row limit
-is checked batch by batch while reading, so an oversized file is refused without reading it all.
+by the pipeline's rules, and the cells cleaned as the pipeline cleans them: by :func:`parse_file`,
+which the service runs in a child process (:mod:`.parse_process`) and which writes the rows to an
+Arrow IPC file that :class:`StoredRows` reads back a batch at a time. What one upload may cost is
+bounded while reading: :data:`MAX_ROWS` rows, :data:`MAX_CELLS` cells, :data:`MAX_TEXT_CHARS`
+characters of cells, and for workbooks :data:`UPLOAD_LIMITS` (each zip member's and the shared
+strings' inflated size, the number of shared strings, 32,767 characters a cell); past any of them
+413 ``4130`` naming the upload and the limit.
 """
 
 import bisect
@@ -207,6 +212,8 @@ def parse_file(received: ReceivedFile, out: Path) -> ParsedFile:
         raise _too_large(_as_service_message(str(exc), received)) from None
     except SourceError as exc:
         raise FormABadRequest(details=_as_service_message(str(exc), received)) from None
+    except MemoryError:
+        raise  # pyarrow's too: the parse process answers it 413
     except (pa.ArrowException, UnicodeError, ValueError, OSError) as exc:
         raise FormABadRequest(details=f"{name} cannot be read as {received.kind}: {exc}") from None
     if not rows:
