@@ -17,7 +17,9 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -297,6 +299,36 @@ def test_form_b_server_conforms(case: Any, base_url: str, b_key: str) -> None:
     conforms(case, f"{base_url}/b/v1", b(b_key))
 
 
+@pytest.fixture(scope="module")
+def completed_job(base_url: str, b_key: str) -> str:
+    """A completed form B job over the world's addresses, for the fuzzing of its pages."""
+    url, headers = f"{base_url}/b/v1", b(b_key)
+    submitted = httpx.post(f"{url}/verify/bulk", json={"emails": WORLD * 3}, headers=headers)
+    job_id: str = submitted.json()["job_id"]
+    deadline = time.monotonic() + 30
+    while httpx.get(f"{url}/verify/bulk/{job_id}", headers=headers).json()["status"] != "completed":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    return job_id
+
+
+@given(data=st.data())
+@FUZZ
+def test_form_b_pages_of_a_completed_job_conform(
+    data: st.DataObject, base_url: str, b_key: str, completed_job: str
+) -> None:
+    """The fuzzing above only meets unknown job ids: here ``limit``, ``offset`` and ``status``,
+    valid and not (an ``offset`` of 2^63 or 1e30 was a 500), over a real job's results."""
+    operation = schema_b["/verify/bulk/{job_id}/results"]["GET"]
+    mode = data.draw(st.sampled_from([GenerationMode.POSITIVE, GenerationMode.NEGATIVE]))
+    job = {"job_id": completed_job}
+    case = data.draw(operation.as_strategy(mode, path_parameters=job))
+    case.path_parameters = job  # negative cases may have mangled it
+    response = conforms(case, f"{base_url}/b/v1", b(b_key))
+    if mode is GenerationMode.POSITIVE:
+        assert response.status_code == 200, response.text
+
+
 @pytest.mark.parametrize("check_smtp", [True, False])
 def test_world_results_conform(base_url: str, api_key: str, check_smtp: bool) -> None:
     """Real verdicts of every kind (not only the invalid-syntax results that fuzzing yields)."""
@@ -363,3 +395,22 @@ def test_form_b_world_results_conform(base_url: str, b_key: str, smtp_check: boo
         page = conforms(results.Case(path_parameters={"job_id": job_id}, query=query), url, headers)
         assert page.status_code == 200, page.text
     assert conforms(schema_b["/credits"]["GET"].Case(), url, headers).status_code == 200
+
+
+def test_form_b_refusals_conform(base_url: str, store: Store, b_key: str) -> None:
+    """The refusals fuzzing does not reach: 401, 403, 413, 429 and 431, as documented."""
+    url = f"{base_url}/b/v1"
+    verify, credits = schema_b["/verify"]["POST"], schema_b["/credits"]["GET"]
+    assert conforms(credits.Case(), url, {"Authorization": "Bearer nope"}).status_code == 401
+    broke, _ = store.create_key("openapi-broke", 0)
+    refused = conforms(verify.Case(body={"email": WORLD[0]}), url, b(broke))
+    assert refused.json()["error"]["code"] == "INSUFFICIENT_CREDITS"
+    big = verify.Case(body={"email": "x" * 9_000})
+    assert conforms(big, url, b(b_key)).status_code == 413
+    many = {f"x-filler-{n}": "1" for n in range(120)}
+    assert conforms(credits.Case(), url, {**b(b_key), **many}).status_code == 431
+    once, _ = store.create_key("openapi-once", 10, limits={"b_per_hour": 1})
+    assert conforms(credits.Case(), url, b(once)).status_code == 200
+    limited = conforms(credits.Case(), url, b(once))
+    assert limited.status_code == 429
+    assert limited.json()["error"]["retry_after"] >= 1
