@@ -637,3 +637,41 @@ def test_a_batch_a_gateway_answers_504_is_verified_in_a_file_job(
     assert result.summary["credits"] == {"used": DISTINCT - unknown, "uncertain": DISTINCT}
     # the batch behind the gateway was charged, and the file job once more: reported, not hidden
     assert store.credits(row.id).consumed == 2 * (DISTINCT - unknown)
+
+
+class CountsBatches(httpx.AsyncBaseTransport):
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.batches = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.batches += request.url.path.endswith("/verify/bulk")
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def test_once_a_batch_is_cut_the_batches_not_yet_sent_go_into_the_file_job(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """Three batches, one at a time: the first comes back cut by the deadline, so the other two
+    are never sent synchronously; they and the cut addresses make one file job."""
+    addresses = ["g0@grey.test", "g1@grey.test"] + [f"n{i}@acme.test" for i in range(120)]
+    path = tmp_path / "list.csv"
+    path.write_text("Email\n" + "\n".join(addresses) + "\n")
+    store, app = slow_service(sandbox, tmp_path / "service.db", sync_deadline=1)
+    with store, LiveServer(app) as url:
+        key, row = store.create_key("switch", 1_000)
+        counter = CountsBatches()
+        settings = ClientSettings(base_url=f"{url}/a/v1", api_key=key, transport=counter)
+        backend = FormABackend(settings, poll_seconds=0.1, bulk_concurrency=1)
+        result = listhygiene.clean(path, tmp_path / "out", backend=backend)
+        assert counter.batches == 1
+        assert [kind for _, kind in jobs_of(store, key)] == ["file"]
+        found = verdicts(tmp_path / "out")
+        assert len(found) == len(addresses)
+        assert found["g0@grey.test"] == found["g1@grey.test"] == ("valid", None)
+        assert {found[a] for a in addresses[2:]} == {("invalid", "mailbox_not_found")}
+        assert store.credits(row.id).consumed == len(addresses)  # each once
+        assert result.summary["credits"] == {"used": len(addresses)}

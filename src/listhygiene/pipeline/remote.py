@@ -204,19 +204,27 @@ class FormABackend(_Remote):
         slow = False  # a batch was cut or lost: send no more batches
 
         async def one(batch: list[str]) -> tuple[list[str], Any]:
+            nonlocal slow
             async with gate:
                 if slow:
                     return batch, None
+                answer: Any
                 try:
-                    return batch, await self.client.verify_bulk(batch, check_smtp=check_smtp)
+                    answer = await self.client.verify_bulk(batch, check_smtp=check_smtp)
                 except ClientConnectionError as exc:
                     if exc.__cause__ is None or not reached_server(exc.__cause__):
                         raise  # never reached the service (and retried): it is unreachable
-                    return batch, exc
+                    answer = exc
                 except ServiceError as exc:
                     if exc.status not in _GATEWAY_STATUSES:
                         raise
-                    return batch, exc
+                    answer = exc
+                # decided before the gate lets the next batch go
+                if check_smtp and (
+                    isinstance(answer, Exception) or any(_cut(r) for r in answer.results)
+                ):
+                    slow = True
+                return batch, answer
 
         tasks = [asyncio.ensure_future(one(batch)) for batch in batches]
         try:
@@ -240,7 +248,6 @@ class FormABackend(_Remote):
                     )
                     if check_smtp:
                         later.extend(batch)
-                        slow = True
                     else:
                         yield results_table((e, _out_of_time(e)) for e in batch)
                     continue
@@ -249,7 +256,6 @@ class FormABackend(_Remote):
                     cut = [email for email, result in pairs if _cut(result)]
                     if cut:
                         later.extend(cut)
-                        slow = True
                         pairs = [(e, r) for e, r in pairs if not _cut(r)]
                 if pairs:
                     yield results_table(pairs)
