@@ -675,3 +675,25 @@ def test_once_a_batch_is_cut_the_batches_not_yet_sent_go_into_the_file_job(
         assert {found[a] for a in addresses[2:]} == {("invalid", "mailbox_not_found")}
         assert store.credits(row.id).consumed == len(addresses)  # each once
         assert result.summary["credits"] == {"used": len(addresses)}
+
+
+def test_an_smtp_list_longer_than_one_round_of_batches_goes_as_a_file_job(
+    service: Any, tmp_path: Path
+) -> None:
+    """SMTP-heavy by size: over 200 addresses (four batches of 50 in flight), a file job at once;
+    without SMTP, batches whatever the length (a file job always probes)."""
+    from listhygiene.pipeline.remote import FILE_THRESHOLD
+
+    _, store = service
+    path = tmp_path / "list.csv"
+    path.write_text("Email\n" + "".join(f"m{i}@acme.test\n" for i in range(FILE_THRESHOLD + 1)))
+    for check_smtp, kinds, batches in ((True, ["file"], 0), (False, [], 5)):
+        key, _ = store.create_key(f"threshold {check_smtp}", 1_000)
+        counter = CountsBatches()
+        settings = settings_for(service, key, transport=counter)
+        backend = FormABackend(settings, poll_seconds=0.1)
+        out = tmp_path / f"out-{check_smtp}"
+        listhygiene.clean(path, out, backend=backend, check_smtp=check_smtp)
+        assert [kind for _, kind in jobs_of(store, key)] == kinds
+        assert counter.batches == batches
+        assert len(verdicts(out)) == FILE_THRESHOLD + 1
