@@ -38,7 +38,7 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     },
     "file_threshold": {
         "label": "Form A file-job threshold",
-        "schema": {"type": ["integer", "null"], "minimum": 0, "default": 1000},
+        "schema": {"type": ["integer", "null"], "minimum": 0, "default": 200},
         "description": "Form A only: lists longer than this go as file jobs (the operator then "
         "defers); shorter ones through /verify/bulk on the worker.",
     },
