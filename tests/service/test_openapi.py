@@ -414,3 +414,27 @@ def test_form_b_refusals_conform(base_url: str, store: Store, b_key: str) -> Non
     limited = conforms(credits.Case(), url, b(once))
     assert limited.status_code == 429
     assert limited.json()["error"]["retry_after"] >= 1
+
+
+#: Numbers at and past the edges of 64 bits, which random cases reach only now and then.
+EDGES: list[Any] = [2**63 - 1, 2**63, 2**64, 10**30, "1e30", -(2**63), -1, 0, 1.5, "NaN"]
+
+
+def test_form_b_numeric_edges_conform(base_url: str, b_key: str, completed_job: str) -> None:
+    """Every numeric query or body field of form B: its 400 or the documented empty page, never
+    500 (an ``offset`` of 2^63 or 1e30 was an SQLite integer overflow)."""
+    url, headers = f"{base_url}/b/v1", b(b_key)
+    results = schema_b["/verify/bulk/{job_id}/results"]["GET"]
+    verify = schema_b["/verify"]["POST"]
+    for edge in EDGES:
+        for name in ("limit", "offset"):
+            case = results.Case(path_parameters={"job_id": completed_job}, query={name: edge})
+            response = conforms(case, url, headers)
+            in_range = isinstance(edge, int) and (
+                edge >= 0 if name == "offset" else 1 <= edge <= 1000
+            )
+            assert response.status_code == (200 if in_range else 400), (name, edge)
+            if name == "offset" and in_range and edge > len(WORLD) * 3:
+                assert response.json()["results"] == []
+        case = verify.Case(body={"email": WORLD[0], "smtp_check": False, "timeout": edge})
+        assert conforms(case, url, headers).status_code == 400, ("timeout", edge)
