@@ -289,7 +289,7 @@ def conforms(case: Any, url: str, headers: dict[str, str]) -> Any:
 
 @schema_a.parametrize()
 @FUZZ
-def test_server_conforms(case: Any, base_url: str, api_key: str) -> None:
+def test_form_a_server_conforms(case: Any, base_url: str, api_key: str) -> None:
     conforms(case, f"{base_url}/a/v1", {KEY_HEADER: api_key})
 
 
@@ -330,7 +330,7 @@ def test_form_b_pages_of_a_completed_job_conform(
 
 
 @pytest.mark.parametrize("check_smtp", [True, False])
-def test_world_results_conform(base_url: str, api_key: str, check_smtp: bool) -> None:
+def test_form_a_world_results_conform(base_url: str, api_key: str, check_smtp: bool) -> None:
     """Real verdicts of every kind (not only the invalid-syntax results that fuzzing yields)."""
     statuses = set()
     single = schema_a["/verify/single"]["POST"]
