@@ -356,7 +356,7 @@ def socks_proxy() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         except OSError:
             time.sleep(0.05)
     yield f"socks5://127.0.0.1:{port}", proxy
-    proxy.terminate()
+    proxy.kill()  # SIGKILL: pproxy may linger on SIGTERM while it drains its connections
     proxy.wait(5)
 
 
@@ -369,7 +369,7 @@ async def test_socks5_proxy_carries_the_sessions(
     )
     assert results["person1@big.test"].status is Status.VALID
     assert results["ghost@big.test"].reason is Reason.MAILBOX_NOT_FOUND
-    proxy.terminate()
+    proxy.kill()  # SIGKILL: pproxy may linger on SIGTERM while it drains its connections
     await asyncio.to_thread(proxy.wait, 5)
     # with the proxy gone, nothing reaches the host: the traffic did go through it
     down = await run(Engine(settings(sandbox, socks_proxy=url)), ["person1@big.test"])
