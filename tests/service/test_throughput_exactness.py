@@ -9,10 +9,6 @@ exactly L, and that the batched store calls answer as the same calls made one af
 """
 
 import asyncio
-import os
-import subprocess
-import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 
@@ -21,7 +17,7 @@ import pytest
 
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.store import Store, form_b_limits
-from tests.service.live import free_port
+from tests.service.test_file_job_restart import Server
 
 #: Mailboxes of the sample world on domains with working DNS: without SMTP each is ``valid``
 #: (charged, never unknown and refunded).
@@ -38,37 +34,12 @@ def two_servers(
     """(database URL, base URLs of two ``listhygiene serve`` processes on it)."""
     url = new_pg_database()
     Store(url).close()
-    env = {**os.environ, **sandbox.engine_environment(), "LISTHYGIENE_HELO": "verifier.test"}
-    env.pop("LISTHYGIENE_DB", None)
-    ports = [free_port(), free_port()]
-    servers = [
-        subprocess.Popen(
-            [sys.executable, "-m", "listhygiene.cli", "serve", "--db", url, "--port", str(port)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for port in ports
-    ]
-    bases = [f"http://127.0.0.1:{port}" for port in ports]
+    servers = [Server(url, sandbox, args=()) for _ in range(2)]
     try:
-        for base, server in zip(bases, servers, strict=True):
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    httpx.get(f"{base}/b/v1/credits", timeout=1)
-                    break
-                except httpx.TransportError:
-                    if server.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"no server: {server.stderr.read()}") from None
-                    time.sleep(0.1)
-        yield url, bases
+        yield url, [server.root for server in servers]
     finally:
         for server in servers:
-            server.terminate()
-        for server in servers:
-            server.wait(15)
+            server.stop()
 
 
 async def _verify_many(
