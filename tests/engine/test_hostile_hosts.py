@@ -84,18 +84,14 @@ def sandbox() -> Iterator[Sandbox]:
 
 
 def settings(sandbox: Sandbox, **changes: object) -> EngineSettings:
-    base = {
-        "dns_server": sandbox.dns_server,
-        "smtp_port": sandbox.smtp_port,
-        "allow_private_mx": True,
+    base: dict[str, object] = {
         "helo": "verifier.test",
         "smtp_timeout": 2.0,
         "dns_timeout": 1.0,
         "retry_delays": (),
         "mx_head_start": 0.2,
     }
-    base.update(changes)
-    return EngineSettings(**base)  # type: ignore[arg-type]
+    return sandbox.engine_settings(**(base | changes))
 
 
 async def run(engine: Engine, addresses: list[str]) -> dict[str, VerificationResult]:

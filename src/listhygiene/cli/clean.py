@@ -7,7 +7,6 @@ port 25.
 """
 
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -24,16 +23,15 @@ EXIT_BACKEND = 4
 EXIT_QUALITY = 5
 EXIT_UNREACHABLE = 6
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
-
 
 def parse_duration(value: str) -> float:
-    """``90``, ``90s``, ``15m``, ``2h`` -> seconds."""
-    match = _DURATION.match(value)
-    if not match:
-        raise click.BadParameter(f"{value!r} is not a duration (e.g. 90s, 15m, 2h)")
-    number, unit = float(match.group(1)), (match.group(2) or "s").lower()
-    return number * {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
+    """``90``, ``90s``, ``15m``, ``2h`` -> seconds (listhygiene.durations), or a usage error."""
+    from listhygiene.durations import parse_duration as seconds
+
+    try:
+        return seconds(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 class _Progress:

@@ -8,20 +8,17 @@ is never reused: it says the run could not tell. The defaults are in :data:`DEFA
 (``--max-age 30d,risky=2d``). See docs/pipeline.md "Verdict store".
 """
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from listhygiene.durations import parse_duration
 from listhygiene.statuses import Status
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["DEFAULT_MAX_AGE", "Freshness", "parse_duration", "parse_max_age"]
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
 
 DAY = 86400.0
 #: Seconds a verdict of each status stays fresh (``unknown``: never reused).
@@ -34,14 +31,6 @@ DEFAULT_MAX_AGE: Mapping[str, float] = {
     Status.ROLE.value: 30 * DAY,
     Status.UNKNOWN.value: 0.0,
 }
-
-
-def parse_duration(text: str) -> float:
-    """``45s``, ``90m``, ``12h``, ``30d``, ``2w`` (a bare number is seconds) -> seconds."""
-    match = _DURATION.match(text)
-    if not match:
-        raise ValueError(f"{text!r} is not a duration (e.g. 12h, 30d, 2w)")
-    return float(match.group(1)) * _UNITS[(match.group(2) or "s").lower()]
 
 
 def parse_max_age(text: str) -> dict[str, float]:

@@ -234,12 +234,8 @@ class Store:
         reservations are one conditional ``UPDATE`` of their sum when the balance has it all;
         otherwise the key's row is locked and its balance goes, in order, to each reservation
         that still fits. The balance never goes below zero (docs/service.md, "Speed")."""
-        for _, amount in requests:
-            _check_amount(amount)
         answers = [False] * len(requests)
-        by_key: dict[str, list[int]] = {}
-        for index, (key_id, _) in enumerate(requests):
-            by_key.setdefault(key_id, []).append(index)
+        by_key = _indexes_by_key(requests)
         with self.transaction(write=True) as conn:
             for key_id in sorted(by_key):  # one order of row locks for every process
                 members = by_key[key_id]
@@ -272,12 +268,8 @@ class Store:
         """:meth:`refund_credits` for many ``(key_id, amount)`` in one transaction; False for a
         refund that cannot be made (more than the key has consumed, or no such key), which then
         changes nothing."""
-        for _, amount in requests:
-            _check_amount(amount)
         answers = [False] * len(requests)
-        by_key: dict[str, list[int]] = {}
-        for index, (key_id, _) in enumerate(requests):
-            by_key.setdefault(key_id, []).append(index)
+        by_key = _indexes_by_key(requests)
         with self.transaction(write=True) as conn:
             for key_id in sorted(by_key):
                 members = by_key[key_id]
@@ -527,3 +519,12 @@ class _HotStatements:
 def _check_amount(amount: int) -> None:
     if amount < 0:
         raise ValueError("a credit amount must not be negative")
+
+
+def _indexes_by_key(requests: Sequence[tuple[str, int]]) -> dict[str, list[int]]:
+    """The positions of each key's ``(key_id, amount)`` requests, amounts checked first."""
+    by_key: dict[str, list[int]] = {}
+    for index, (key_id, amount) in enumerate(requests):
+        _check_amount(amount)
+        by_key.setdefault(key_id, []).append(index)
+    return by_key
