@@ -3,6 +3,7 @@
 Any value goes in; an :class:`Address` or None (invalid) comes out, never an exception.
 """
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -11,6 +12,7 @@ from email_validator import EmailNotValidError, validate_email
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from email_validator import ValidatedEmail
 
 __all__ = ["Address", "parse_address", "parse_addresses", "within_limits"]
 
@@ -25,6 +27,11 @@ SIMPLE_ADDRESS = (
     rf"^[{_ATEXT}]{{1,64}}(?:\.[{_ATEXT}]+)*@(?:{_LABEL}\.)+(?:[a-z0-9][a-z0-9-]{{0,61}})?[a-z]$"
 )
 _SIMPLE = re.compile(SIMPLE_ADDRESS)
+#: A local part email-validator keeps as it is (lower-case: it lower-cases some mailbox names),
+#: and a domain part that holds nothing that could change how the address is split (no quotes,
+#: angle brackets, spaces or other punctuation): such addresses take the per-domain path.
+_DOT_ATOM = re.compile(rf"^[{_ATEXT}]{{1,64}}(?:\.[{_ATEXT}]+)*$")
+_PLAIN_DOMAIN = re.compile(r"^[A-Za-z0-9.\-\u0080-\U0010ffff]+$")
 _SPECIAL_TLDS = ("arpa", "invalid", "local", "localhost", "onion")
 
 #: Longer inputs are not addresses (RFC 5321: 254 octets for a path); refuse before parsing.
@@ -75,16 +82,11 @@ def parse_address(value: object) -> Address | None:
         local, _, domain = text.rpartition("@")
         domain = domain.lower()
         return Address(f"{local}@{domain}", local, domain, domain, needs_smtputf8=False)
+    local, _, domain_part = text.rpartition("@")
+    if _DOT_ATOM.match(local) and _PLAIN_DOMAIN.match(domain_part):
+        return _with_domain(local, domain_part)
     try:
-        valid = validate_email(
-            text,
-            check_deliverability=False,
-            allow_smtputf8=True,
-            allow_quoted_local=True,
-            allow_domain_literal=False,
-            allow_display_name=False,
-            test_environment=True,
-        )
+        valid = _validate(text)
     except (EmailNotValidError, UnicodeError, ValueError):
         return None
     if not within_limits(valid.local_part, valid.ascii_domain):
@@ -96,6 +98,52 @@ def parse_address(value: object) -> Address | None:
         domain_unicode=valid.domain,
         needs_smtputf8=not valid.local_part.isascii(),
     )
+
+
+def _validate(text: str) -> "ValidatedEmail":
+    return validate_email(
+        text,
+        check_deliverability=False,
+        allow_smtputf8=True,
+        allow_quoted_local=True,
+        allow_domain_literal=False,
+        allow_display_name=False,
+        test_environment=True,
+    )
+
+
+def _with_domain(local: str, domain_part: str) -> Address | None:
+    """A lower-case dot-atom local part at a domain that needs email-validator (IDN, upper
+    case, ...): the domain's IDNA work is done once per domain (docs/engine.md, "Syntax"), and
+    the rest is what email-validator would do with such a local part: keep it as it is."""
+    domain = _domain(domain_part)
+    if domain is None:
+        return None
+    unicode_domain, ascii_domain = domain
+    # email-validator's length rule: the address as given, normalised and in IDNA ASCII
+    for shown in (domain_part, unicode_domain, ascii_domain):
+        if len(f"{local}@{shown}".encode()) > MAX_ADDRESS_OCTETS:
+            return None
+    if not within_limits(local, ascii_domain):
+        return None
+    return Address(
+        email=f"{local}@{unicode_domain}",
+        local_part=local,
+        domain=ascii_domain,
+        domain_unicode=unicode_domain,
+        needs_smtputf8=False,
+    )
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _domain(domain_part: str) -> tuple[str, str] | None:
+    """(Unicode, A-label) forms of a domain as email-validator gives them; None if invalid.
+    Asked with a one-letter local part: the domain's checks do not depend on the local part."""
+    try:
+        valid = _validate(f"a@{domain_part}")
+    except (EmailNotValidError, UnicodeError, ValueError):
+        return None
+    return valid.domain, valid.ascii_domain
 
 
 def within_limits(local_part: str, ascii_domain: str) -> bool:
