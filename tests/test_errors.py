@@ -99,3 +99,66 @@ def test_unknown_codes_still_get_their_meaning() -> None:
 def test_the_public_surface_lists_every_class() -> None:
     for name in errors.__all__:
         assert hasattr(errors, name), name
+
+
+# -- the one exception tree (errors.py's docstring, issue 16) -------------------------------------
+
+
+def test_every_error_of_the_library_derives_from_one_root() -> None:
+    from listhygiene.clients import ClientError, ClientTimeoutError
+    from listhygiene.pipeline.backends import InsufficientCredits, JobFailed
+    from listhygiene.pipeline.outputs import OutputError
+    from listhygiene.pipeline.sources import SourceError
+
+    for cls in (
+        SourceError,
+        OutputError,
+        errors.PipelineError,
+        errors.ConfigurationError,
+        InsufficientCredits,
+        JobFailed,
+        ClientError,
+        ClientTimeoutError,
+        *FORM_A_ERRORS.values(),
+        *FORM_B_ERRORS.values(),
+    ):
+        assert issubclass(cls, errors.ListHygieneError), cls
+
+
+def test_the_errors_keep_the_builtins_they_derived_from() -> None:
+    # Code written against the earlier classes catches what it caught before.
+    from listhygiene.clients import ClientTimeoutError
+    from listhygiene.pipeline.outputs import OutputError
+    from listhygiene.pipeline.run import BackendError, PipelineError, QualityError
+    from listhygiene.pipeline.sources import SourceError
+
+    assert issubclass(SourceError, ValueError)
+    assert issubclass(OutputError, OSError)
+    assert issubclass(PipelineError, RuntimeError)
+    assert issubclass(BackendError, PipelineError)
+    assert issubclass(QualityError, PipelineError)
+    assert issubclass(ClientTimeoutError, TimeoutError)
+
+
+def test_service_and_client_errors_are_backend_errors() -> None:
+    from listhygiene.clients import ClientConnectionError
+    from listhygiene.pipeline.backends import InsufficientCredits
+
+    for cls in (
+        errors.FormBInsufficientCredits,
+        errors.FormAInternalError,
+        ClientConnectionError,
+        InsufficientCredits,
+    ):
+        assert issubclass(cls, errors.BackendError), cls
+    unknown = error_from_response("b", 418, {"error": {"code": "TEAPOT"}})
+    assert isinstance(unknown, errors.BackendError)
+
+
+def test_the_pipeline_names_are_the_core_classes() -> None:
+    from listhygiene.pipeline import run
+
+    assert run.PipelineError is errors.PipelineError
+    assert run.BackendError is errors.BackendError
+    assert run.QualityError is errors.QualityError
+    assert run.UnreachableError is errors.UnreachableError

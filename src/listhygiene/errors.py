@@ -1,8 +1,30 @@
-"""The one error model of the service and the clients: every error code of both forms.
+"""The one exception tree of listhygiene: every error the library, the CLI, the service, the clients
+and the integrations raise on purpose derives from :class:`ListHygieneError`.
 
-The service raises these to answer; the clients raise them from a response. Each form's codes
-are classes of their own (``FormAError`` / ``FormBError``), and each also derives from the error's
-*meaning*, so a caller can catch ``InsufficientCreditsError`` whatever the form::
+Each category carries the exit code of ``listhygiene clean`` (PRODUCT.md, docs/results.md) and a
+short ``kind`` (the ``--json`` error object's member). Some also derive from the built-in they were
+before this tree existed (``ValueError``, ``RuntimeError``, ``OSError``), so code that catches the
+built-in keeps working::
+
+    ListHygieneError                          1  (kind "run")
+    ├── InputError (ValueError)               3  the input cannot be read or has no email column
+    │                                            (pipeline.sources.SourceError)
+    ├── ConfigurationError (ValueError)       2  settings or options that cannot work
+    ├── StorageError (OSError)                1  a folder or store cannot be used
+    │                                            (pipeline.outputs.OutputError)
+    └── PipelineError (RuntimeError)          1  anything else that stops a run
+        ├── BackendError                      4  the backend refused or failed
+        │   ├── ServiceError                     an error answer of a service (below)
+        │   ├── clients.ClientError              no usable answer (listhygiene.clients)
+        │   ├── pipeline.backends.InsufficientCredits
+        │   └── pipeline.backends.JobFailed
+        ├── QualityError                      5  a data-quality check failed
+        └── UnreachableError                  6  most domains could not be reached on port 25
+
+The service raises the :class:`ServiceError` classes to answer; the clients raise them from a
+response. Each form's codes are classes of their own (``FormAError`` / ``FormBError``), and each
+also derives from the error's *meaning*, so a caller can catch ``InsufficientCreditsError``
+whatever the form::
 
     ServiceError
     ├── BadRequestError
@@ -43,21 +65,97 @@ from typing import Any, ClassVar
 __all__ = [
     "AccessDeniedError",
     "AuthenticationError",
+    "BackendError",
     "BadRequestError",
+    "ConfigurationError",
     "FormAError",
     "FormBError",
+    "InputError",
     "InsufficientCreditsError",
+    "ListHygieneError",
     "NotFoundError",
     "PayloadTooLargeError",
+    "PipelineError",
+    "QualityError",
     "RateLimitError",
     "ServerError",
     "ServiceError",
     "ServiceTimeoutError",
+    "StorageError",
+    "UnreachableError",
     "error_from_response",
 ]
 
 
-class ServiceError(Exception):
+class ListHygieneError(Exception):
+    """The root of every error listhygiene raises on purpose: catch this to catch them all."""
+
+    #: The exit code of ``listhygiene clean`` for this error (PRODUCT.md "Exit codes").
+    exit_code: ClassVar[int] = 1
+    #: The ``kind`` member of ``clean --json``'s error object.
+    kind: ClassVar[str] = "run"
+
+
+class InputError(ListHygieneError, ValueError):
+    """Bad input: the message names the input and says what is wrong and what to do."""
+
+    exit_code = 3
+    kind = "input"
+
+
+class ConfigurationError(ListHygieneError, ValueError):
+    """Settings or options that cannot work together (an unknown backend, a missing URL)."""
+
+    exit_code = 2
+    kind = "configuration"
+
+
+class StorageError(ListHygieneError, OSError):
+    """A folder, file or store the run needs cannot be used; the message names it."""
+
+    kind = "output"
+
+
+class PipelineError(ListHygieneError, RuntimeError):
+    """The run could not complete; the message says why and names the input or output."""
+
+
+class BackendError(PipelineError):
+    """The backend refused the run (not enough credits) or failed a job; nothing more is spent,
+    and a rerun with the same output folder resumes."""
+
+    exit_code = 4
+    kind = "backend"
+
+
+class QualityError(PipelineError):
+    """A data-quality check failed: nothing was published."""
+
+    exit_code = 5
+    kind = "quality"
+
+    def __init__(self, message: str, quality: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.quality = quality
+
+
+class UnreachableError(PipelineError):
+    """Most domains could not be reached on the SMTP port (or refused this machine by policy),
+    so most results are unknown because of where the run ran, not because of the addresses.
+
+    Nothing is published; the results stay in the work folder, so a rerun with
+    ``accept_unreachable=True`` publishes them without probing again.
+    """
+
+    exit_code = 6
+    kind = "unreachable"
+
+    def __init__(self, message: str, health: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.health = health
+
+
+class ServiceError(BackendError):
     """An error answer of a verification service (ours, or a remote one)."""
 
     status: ClassVar[int] = 500

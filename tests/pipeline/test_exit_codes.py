@@ -184,7 +184,7 @@ def test_a_failed_quality_check_exits_5(
     env: dict[str, str], reachable: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # In process: the real command and pipeline, with a backend that breaks one result.
-    monkeypatch.setattr("listhygiene.pipeline.run.LocalBackend", _BrokenResults)
+    monkeypatch.setattr("listhygiene.pipeline.backends.LocalBackend", _BrokenResults)
     out = tmp_path / "out"
     args = ["clean", str(reachable), "--out", str(out), "--no-smtp", "--json"]
     result = CliRunner().invoke(main, args, env=env)

@@ -4,7 +4,7 @@ An answer of the service, even an error, is one of :mod:`listhygiene.errors` (bu
 ``error_from_response``). The rest is here; every httpx error is mapped at one boundary,
 :func:`from_httpx`, and keeps httpx's exception as ``__cause__``::
 
-    ClientError
+    ClientError                       (a listhygiene.errors.BackendError)
     ├── ClientConnectionError         no (complete) answer: refused, reset, DNS, TLS...
     │   ├── ClientTimeoutError        ... or none in time (also a ``TimeoutError``)
     │   └── SubmissionUncertainError  a job submission was sent, its answer lost: the job may exist
@@ -15,7 +15,7 @@ An answer of the service, even an error, is one of :mod:`listhygiene.errors` (bu
 
 import httpx
 
-from listhygiene.errors import RateLimitError
+from listhygiene.errors import BackendError, RateLimitError
 
 __all__ = [
     "ClientConnectionError",
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-class ClientError(Exception):
+class ClientError(BackendError):
     """An error of the client's own, not an answer of the service."""
 
 

@@ -20,10 +20,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from listhygiene.engine import Engine, EngineSettings
+from listhygiene.errors import BackendError, ConfigurationError
 from listhygiene.results import VerificationResult, arrow_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from listhygiene.clients import ClientSettings
+    from listhygiene.clients.events import EventStore
 
 __all__ = [
     "KEY",
@@ -32,6 +36,7 @@ __all__ = [
     "JobFailed",
     "JobRef",
     "LocalBackend",
+    "make_backend",
     "results_table",
 ]
 
@@ -69,7 +74,7 @@ class JobRef:
         )
 
 
-class InsufficientCredits(Exception):
+class InsufficientCredits(BackendError):
     """The backend's balance does not cover the run: raised before anything is submitted."""
 
     def __init__(self, needed: int, balance: int, where: str) -> None:
@@ -82,7 +87,7 @@ class InsufficientCredits(Exception):
         self.balance = balance
 
 
-class JobFailed(Exception):
+class JobFailed(BackendError):
     """A submitted job ended failed: the run stops, and a rerun submits its addresses again."""
 
 
@@ -210,3 +215,59 @@ class LocalBackend(Backend):
     @property
     def default_check_smtp(self) -> bool:
         return self.engine.settings.check_smtp
+
+
+#: The backend kinds :func:`make_backend` builds (the CLI's ``--backend`` choices).
+BACKEND_KINDS: tuple[str, ...] = ("local", "form-a", "form-b")
+
+
+def make_backend(
+    kind: "str | Backend" = "local",
+    *,
+    settings: EngineSettings | None = None,
+    engine_overrides: Mapping[str, Any] | None = None,
+    client_settings: "ClientSettings | None" = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    api_key_header: str | None = None,
+    events: "EventStore | str | None" = None,
+    **options: Any,
+) -> Backend:
+    """The one place a backend is built from its kind, for the pipeline, the CLI, Airflow and
+    Dagster alike (docs/backends.md).
+
+    ``local`` takes the engine's ``settings`` (``LISTHYGIENE_*`` when none) with
+    ``engine_overrides`` over them. ``form-a`` / ``form-b`` take ``client_settings``, or
+    ``base_url`` and ``api_key`` (and form A's ``api_key_header``); ``events`` is a webhook
+    receiver's event store (or its path); other ``options`` go to the remote backend's
+    constructor (``poll_seconds``, ``file_threshold``, ``webhook_url``...). A ready
+    :class:`Backend` is returned as it is. Anything that cannot work raises
+    :class:`~listhygiene.errors.ConfigurationError`.
+    """
+    if isinstance(kind, Backend):
+        return kind
+    if kind == "local":
+        overrides = dict(engine_overrides or {})
+        if settings is None:
+            return LocalBackend(EngineSettings(**overrides))
+        return LocalBackend(settings.model_copy(update=overrides) if overrides else settings)
+    if kind not in BACKEND_KINDS:
+        known = ", ".join(BACKEND_KINDS)
+        raise ConfigurationError(f"unknown backend {kind!r} (known: {known})")
+    from listhygiene.clients import DEFAULT_API_KEY_HEADER, ClientSettings
+    from listhygiene.pipeline.remote import FormABackend, FormBBackend
+
+    if client_settings is None:
+        if not base_url or not api_key:
+            raise ConfigurationError(f"a {kind} backend needs a base URL and an API key")
+        client_settings = ClientSettings(
+            base_url=base_url,
+            api_key=api_key,
+            api_key_header=api_key_header or DEFAULT_API_KEY_HEADER,
+        )
+    if isinstance(events, str):
+        from listhygiene.clients.events import EventStore
+
+        events = EventStore(events)
+    cls = FormABackend if kind == "form-a" else FormBBackend
+    return cls(client_settings, events=events, **options)

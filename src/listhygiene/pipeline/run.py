@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from listhygiene._version import __version__
 from listhygiene.engine import EngineSettings
+from listhygiene.errors import BackendError, PipelineError, QualityError, UnreachableError
 from listhygiene.pipeline.backends import (
     KEY,
     Backend,
     InsufficientCredits,
     JobFailed,
     JobRef,
-    LocalBackend,
+    make_backend,
 )
 from listhygiene.pipeline.outputs import SUMMARY, OutputFolder
 from listhygiene.pipeline.verdict_memory import CHANGED, RunVerdicts, open_verdicts
@@ -66,45 +67,6 @@ __all__ = [
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
 #: Called with (phase, done, total) as the run goes; total 0 when unknown.
 Progress = Callable[[str, int, int], None]
-
-
-class PipelineError(RuntimeError):
-    """The run could not complete; the message says why and names the input or output.
-
-    The pipeline's errors, with the exit code of ``listhygiene clean`` (docs/pipeline.md)::
-
-        SourceError (pipeline.sources)    3  the input cannot be read, or has no email column
-        PipelineError                     1  anything else that stops a run
-        ├── BackendError                  4  the backend refused: credits, a failed job
-        ├── QualityError                  5  a data-quality check failed
-        └── UnreachableError              6  most domains could not be reached on port 25
-    """
-
-
-class BackendError(PipelineError):
-    """The backend refused the run (not enough credits) or failed a job; nothing more is spent,
-    and a rerun with the same output folder resumes."""
-
-
-class QualityError(PipelineError):
-    """A data-quality check failed: nothing was published."""
-
-    def __init__(self, message: str, quality: Mapping[str, Any]) -> None:
-        super().__init__(message)
-        self.quality = quality
-
-
-class UnreachableError(PipelineError):
-    """Most domains could not be reached on the SMTP port (or refused this machine by policy),
-    so most results are unknown because of where the run ran, not because of the addresses.
-
-    Nothing is published; the results stay in the work folder, so a rerun with
-    ``accept_unreachable=True`` publishes them without probing again.
-    """
-
-    def __init__(self, message: str, health: Mapping[str, Any]) -> None:
-        super().__init__(message)
-        self.health = health
 
 
 @dataclasses.dataclass
@@ -460,14 +422,10 @@ class _Run:
     # -- set-up ----------------------------------------------------------------------------------
 
     def _backend(self) -> Backend:
-        if isinstance(self.backend, Backend):
-            return self.backend
-        if self.backend != "local":
-            raise PipelineError(f"unknown backend {self.backend!r} (known: local)")
-        settings = self.settings or EngineSettings(**self.engine_overrides)
-        if self.settings is not None and self.engine_overrides:
-            settings = self.settings.model_copy(update=self.engine_overrides)
-        return LocalBackend(settings)
+        # One factory for every interface (docs/backends.md).
+        return make_backend(
+            self.backend, settings=self.settings, engine_overrides=self.engine_overrides
+        )
 
     def _fingerprint(self, name: str, column: str, backend: Backend) -> dict[str, Any]:
         identity: dict[str, Any] = {"name": name, "table": self.table, "query": self.query}
