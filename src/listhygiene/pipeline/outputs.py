@@ -9,6 +9,8 @@ complete.
 import uuid
 from typing import TYPE_CHECKING
 
+from listhygiene.errors import StorageError
+
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs
@@ -19,7 +21,7 @@ __all__ = ["OutputError", "OutputFolder"]
 SUMMARY = "summary.json"
 
 
-class OutputError(OSError):
+class OutputError(StorageError):
     """The output folder cannot be used; the message names it."""
 
 

@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from listhygiene.errors import InputError
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -86,7 +88,7 @@ _TEXT_LIMIT = 200
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-class SourceError(ValueError):
+class SourceError(InputError):
     """Bad input: the message names the input and says what is wrong and what to do."""
 
 
