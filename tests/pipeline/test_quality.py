@@ -13,9 +13,13 @@ import pytest
 
 from listhygiene.pipeline.quality import (
     CHECKS,
+    ROW_COLUMN,
     STATUSES,
     QualityReport,
+    check_outputs,
     run_quality_checks,
+    status_files,
+    warm_up,
 )
 
 
@@ -257,3 +261,187 @@ def test_a_million_rows_pass() -> None:
     )
     report = check(frame, expected=n)
     assert report.passed, report.as_dict()
+
+
+# --- check_outputs: the written files, read in bounded batches ------------------------------
+
+
+def write_outputs(
+    folder: Path, frame: pd.DataFrame, *, numbers: str = "column"
+) -> tuple[dict[str, str], dict[str, str] | None]:
+    """The seven status files of ``frame`` in ``folder``; the row numbers in each file's
+    ``_source_row`` (``numbers="column"``) or in a file beside it (``"beside"``)."""
+    files, beside = {}, {}
+    for status in STATUSES:
+        part = frame[frame["_file"] == status]
+        table = pa.table(
+            {
+                "name": pa.array([f"n{i}" for i in range(len(part))], pa.string()),
+                "email": pa.array(part["email"].tolist(), pa.string()),
+                "status": pa.array(part["status"].tolist(), pa.string()).dictionary_encode(),
+                "score": pa.array(part["score"].tolist(), pa.float64()),
+            }
+        )
+        rows = pa.array(part["_row"].tolist(), pa.int64())
+        if numbers == "column":
+            table = table.append_column(ROW_COLUMN, rows)
+        else:
+            pq.write_table(pa.table({"n": rows}), folder / f"rows-{status}.parquet")
+            beside[status] = str(folder / f"rows-{status}.parquet")
+        # small row groups: the reader's batches then end inside a file, not only at its end
+        pq.write_table(table, folder / f"{status}.parquet", row_group_size=7)
+        files[status] = str(folder / f"{status}.parquet")
+    return files, (beside or None)
+
+
+def check_files(
+    folder: Path,
+    frame: pd.DataFrame,
+    expected: int = 100,
+    *,
+    numbers: str = "column",
+    batch_rows: int = 16,
+) -> QualityReport:
+    """check_outputs over ``frame`` written as files, in batches of ``batch_rows`` rows."""
+    files, beside = write_outputs(folder, frame, numbers=numbers)
+    return check_outputs(
+        files,
+        expected_rows=expected,
+        summary_rows=counts(frame),
+        row_numbers=beside,
+        batch_rows=batch_rows,
+    )
+
+
+def test_files_of_a_correct_output_pass(tmp_path: Path) -> None:
+    report = check_files(tmp_path, output(100))
+    assert report.passed, report.as_dict()
+    assert "100 rows expected, 100 written" in details(report, "rows_in_exactly_one_output")
+    assert "7 files, 100 rows" in details(report, "file_counts_match_summary")
+
+
+def test_row_numbers_beside_the_files_pass(tmp_path: Path) -> None:
+    assert check_files(tmp_path, output(100), numbers="beside").passed
+
+
+def test_row_numbers_as_arrays(tmp_path: Path) -> None:
+    frame = output(100)
+    files, _ = write_outputs(tmp_path, frame, numbers="beside")
+    arrays = {
+        s: [np.array(frame.loc[frame["_file"] == s, "_row"].to_numpy()[i : i + 3]) for i in (0, 3)]
+        + [pa.array(frame.loc[frame["_file"] == s, "_row"].to_numpy()[6:])]
+        for s in STATUSES
+    }
+    report = check_outputs(
+        files, expected_rows=100, summary_rows=counts(frame), row_numbers=arrays, batch_rows=9
+    )
+    assert report.passed, report.as_dict()
+
+
+def test_duplicate_in_another_batch_and_missing_row_are_named(tmp_path: Path) -> None:
+    # row 8 gone, row 99 twice, the copies in different files and batches: only the ledger
+    # across batches can see it (each batch on its own is clean)
+    frame = output(100)
+    frame.loc[7, "_row"] = 99
+    text = only_failing(check_files(tmp_path, frame, batch_rows=5), "rows_in_exactly_one_output")
+    assert "2 rows share a row number (row 99 written 2 times)" in text
+    assert "row 8 is missing" in text
+
+
+def test_row_written_three_times_across_batches(tmp_path: Path) -> None:
+    frame = output(100)
+    frame = pd.concat([frame, frame.iloc[[4, 4]]], ignore_index=True)
+    text = only_failing(check_files(tmp_path, frame), "rows_in_exactly_one_output")
+    assert "100 rows expected, 102 written" in text
+    assert "3 rows share a row number (row 5 written 3 times)" in text
+
+
+def test_many_missing_rows_are_counted(tmp_path: Path) -> None:
+    frame = output(100).iloc[:90]
+    text = only_failing(check_files(tmp_path, frame), "rows_in_exactly_one_output")
+    assert "100 rows expected, 90 written" in text
+    assert "rows 91, 92, 93, 94, 95 and 5 more are missing" in text
+
+
+def test_faults_in_several_batches_add_up(tmp_path: Path) -> None:
+    frame = output(1000)
+    frame.loc[frame.index[::10], "score"] = 2.0
+    report = check_files(tmp_path, frame, expected=1000, batch_rows=64)
+    text = only_failing(report, "score_in_range")
+    assert text.startswith("100 scores are outside 0 to 1: 2.0 (row ")
+    assert text.endswith("and 95 more")
+
+
+def test_wrong_file_in_a_later_batch_is_named(tmp_path: Path) -> None:
+    frame = output(100)
+    frame.loc[97, "status"] = "valid"  # row 98 says valid but sits in the role file's last batch
+    text = only_failing(check_files(tmp_path, frame), "status_allowed")
+    assert "1 row is in the file of another status: row 98 ('valid') in " in text
+
+
+def test_files_without_row_numbers_fail(tmp_path: Path) -> None:
+    frame = output(50)
+    files, _ = write_outputs(tmp_path, frame, numbers="beside")  # numbers written, not given
+    report = check_outputs(files, expected_rows=50, summary_rows=counts(frame))
+    text = only_failing(report, "rows_in_exactly_one_output")
+    assert "50 rows have no row number" in text
+
+
+def test_unwritten_status_file_fails(tmp_path: Path) -> None:
+    frame = output(100)
+    files, _ = write_outputs(tmp_path, frame)
+    Path(files["role"]).unlink()
+    report = check_outputs(files, expected_rows=100, summary_rows=counts(frame))
+    assert "no row count for role.parquet" in details(report, "file_counts_match_summary")
+    assert "rows 7, 14, 21, 28, 35 and 9 more are missing" in details(
+        report, "rows_in_exactly_one_output"
+    )
+
+
+def test_result_columns_renamed_by_the_input_are_read(tmp_path: Path) -> None:
+    # an input with its own status and email columns: the results are result_status, ...
+    frame = output(30)
+    for status in STATUSES:
+        part = frame[frame["_file"] == status]
+        pq.write_table(
+            pa.table(
+                {
+                    "status": pa.array(["lead"] * len(part)),
+                    "email": pa.array([None] * len(part), pa.string()),
+                    "result_email": pa.array(part["email"].tolist()),
+                    "result_status": pa.array(part["status"].tolist()),
+                    "result_score": pa.array(part["score"].tolist()),
+                    ROW_COLUMN: pa.array(part["_row"].tolist()),
+                }
+            ),
+            tmp_path / f"{status}.parquet",
+        )
+    report = check_outputs(
+        status_files(str(tmp_path)), expected_rows=30, summary_rows=counts(frame)
+    )
+    assert report.passed, report.as_dict()
+
+
+def test_empty_outputs_of_an_empty_input_pass(tmp_path: Path) -> None:
+    report = check_files(tmp_path, output(0), expected=0)
+    assert report.passed, report.as_dict()
+
+
+def test_file_without_status_column_is_misuse(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"score": [0.5]}), tmp_path / "valid.parquet")
+    with pytest.raises(ValueError, match=r"valid\.parquet: the output file has no status column"):
+        check_outputs({"valid": str(tmp_path / "valid.parquet")}, expected_rows=1, summary_rows={})
+
+
+def test_checks_in_the_warm_worker_give_the_same_report(tmp_path: Path) -> None:
+    frame = output(100)
+    frame.loc[7, "_row"] = 99
+    files, _ = write_outputs(tmp_path, frame)
+    options = {"expected_rows": 100, "summary_rows": counts(frame), "batch_rows": 16}
+    here = check_outputs(files, **options)
+    with warm_up() as worker:
+        there = check_outputs(files, **options, worker=worker)
+        with pytest.raises(ValueError, match="expected_rows"):
+            check_outputs(files, **{**options, "expected_rows": -1}, worker=worker)
+    assert [c.details for c in there.checks] == [c.details for c in here.checks]
+    assert not there.passed
