@@ -162,3 +162,61 @@ def test_the_pipeline_names_are_the_core_classes() -> None:
     assert run.BackendError is errors.BackendError
     assert run.QualityError is errors.QualityError
     assert run.UnreachableError is errors.UnreachableError
+
+
+def test_each_category_has_the_exit_code_of_product_md() -> None:
+    # PRODUCT.md "Exit codes": 2 usage, 3 input, 4 backend, 5 quality, 6 unreachable, 1 the rest.
+    from listhygiene.clients import ClientConnectionError
+    from listhygiene.pipeline.backends import InsufficientCredits, JobFailed
+    from listhygiene.pipeline.outputs import OutputError
+    from listhygiene.pipeline.sources import SourceError
+
+    cases = [
+        (errors.ConfigurationError("no base URL"), 2),
+        (SourceError("contacts.csv: no email column"), 3),
+        (InsufficientCredits(10, 5, "the key"), 4),
+        (JobFailed("job 1 failed"), 4),
+        (errors.FormBInvalidApiKey(), 4),
+        (ClientConnectionError("refused"), 4),
+        (errors.QualityError("a check failed", {}), 5),
+        (errors.UnreachableError("port 25 blocked", {}), 6),
+        (OutputError("out/ is read-only"), 1),
+        (errors.PipelineError("no result for 3 addresses"), 1),
+    ]
+    assert [errors.exit_code(exc) for exc, _ in cases] == [code for _, code in cases]
+    assert errors.exit_code(KeyError("a bug")) is None
+
+
+@pytest.mark.parametrize(
+    ("exc", "form", "expected"),
+    [
+        (errors.FormBJobNotFound(), "b", errors.FormBJobNotFound),
+        (errors.FormBInsufficientCredits(), "a", errors.FormAInsufficientCredits),
+        (errors.FormAInsufficientCredits(), "b", errors.FormBInsufficientCredits),
+        (errors.FormARateLimited(retry_after=7), "b", errors.FormBRateLimitExceeded),
+        (errors.FormBTimeout(), "a", errors.FormAInternalError),
+        (errors.InputError("no email column"), "a", errors.FormABadRequest),
+        (errors.InputError("no email column"), "b", errors.FormBInvalidRequest),
+        (errors.ConfigurationError("bad"), "b", errors.FormBInvalidRequest),
+        (errors.PipelineError("secret internals"), "b", errors.FormBInternalError),
+        (KeyError("a bug"), "a", errors.FormAInternalError),
+    ],
+)
+def test_http_error_maps_every_error_to_its_forms_answer(
+    exc: Exception, form: str, expected: type
+) -> None:
+    answer = errors.http_error(exc, form)
+    assert type(answer) is expected
+    assert answer.form == form
+    if expected in (errors.FormAInternalError, errors.FormBInternalError):
+        assert "internals" not in str(answer.body())
+
+
+def test_http_error_keeps_the_retry_after_and_the_message() -> None:
+    answer = errors.http_error(errors.FormARateLimited(retry_after=7), "b")
+    assert answer.body()["error"]["retry_after"] == 7
+    from listhygiene.pipeline.backends import InsufficientCredits
+
+    credits = errors.http_error(InsufficientCredits(10, 5, "the key"), "b")
+    assert type(credits) is errors.FormBInsufficientCredits
+    assert "needs up to 10 credits" in credits.body()["error"]["details"]

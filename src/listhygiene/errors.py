@@ -84,6 +84,8 @@ __all__ = [
     "StorageError",
     "UnreachableError",
     "error_from_response",
+    "exit_code",
+    "http_error",
 ]
 
 
@@ -389,3 +391,59 @@ def _int(value: Any) -> int | None:
         return int(value) if value is not None else None
     except (TypeError, ValueError):
         return None
+
+
+def exit_code(exc: BaseException) -> int | None:
+    """The exit code of ``listhygiene clean`` for an error (PRODUCT.md "Exit codes"; each category
+    above carries its own), or None for an exception the library does not raise on purpose: a bug,
+    whose traceback the caller keeps."""
+    return exc.exit_code if isinstance(exc, ListHygieneError) else None
+
+
+#: Each meaning's class in each form; a meaning a form lacks answers as its internal error.
+_FORM_CLASSES: dict[str, dict[type[ServiceError], type[ServiceError]]] = {
+    "a": {
+        BadRequestError: FormABadRequest,
+        AuthenticationError: FormAInvalidApiKey,
+        InsufficientCreditsError: FormAInsufficientCredits,
+        AccessDeniedError: FormAAccessDenied,
+        NotFoundError: FormANotFound,
+        PayloadTooLargeError: FormAFileTooLarge,
+        RateLimitError: FormARateLimited,
+        ServerError: FormAInternalError,
+    },
+    "b": {
+        BadRequestError: FormBInvalidRequest,
+        AuthenticationError: FormBInvalidApiKey,
+        InsufficientCreditsError: FormBInsufficientCredits,
+        NotFoundError: FormBNotFound,
+        PayloadTooLargeError: FormBInvalidRequest,
+        RateLimitError: FormBRateLimitExceeded,
+        ServiceTimeoutError: FormBTimeout,
+        ServerError: FormBInternalError,
+    },
+}
+
+
+def http_error(exc: BaseException, form: str) -> ServiceError:
+    """The error answer of form ``"a"`` or ``"b"`` for an exception: the one mapping from the
+    library's errors to HTTP (docs/results.md, "Errors").
+
+    An error of the form already is its own answer; another :class:`ServiceError` (the other
+    form's, or a meaning such as :class:`InsufficientCreditsError`) answers as this form's class of
+    the same meaning; bad input and bad settings are a bad request; anything else is the form's
+    internal error, whose details never carry the exception's text (it may hold internals).
+    """
+    base = FormAError if form == "a" else FormBError
+    if isinstance(exc, base):
+        return exc
+    classes = _FORM_CLASSES[form]
+    meaning: type[ServiceError] = ServerError
+    if isinstance(exc, ServiceError):
+        meaning = next((m for m in classes if isinstance(exc, m)), ServerError)
+    elif isinstance(exc, (InputError, ConfigurationError)):
+        meaning = BadRequestError
+    if meaning is ServerError:
+        return classes[ServerError]()
+    retry_after = getattr(exc, "retry_after", None)
+    return classes[meaning](details=str(exc) or None, retry_after=retry_after)

@@ -16,12 +16,10 @@ import click
 
 from listhygiene.cli.options import build_settings, engine_options
 from listhygiene.cli.verdicts import verdicts_option
+from listhygiene.vocabulary import BACKEND_KINDS
 
 EXIT_FAILURE = 1
-EXIT_INPUT = 3
-EXIT_BACKEND = 4
-EXIT_QUALITY = 5
-EXIT_UNREACHABLE = 6
+EXIT_USAGE = 2
 
 
 def parse_duration(value: str) -> float:
@@ -74,7 +72,7 @@ class _Progress:
 @click.option("--encoding", help="The input file's encoding (sniffed by default).")
 @click.option(
     "--backend",
-    type=click.Choice(["local", "form-a", "form-b"]),
+    type=click.Choice(BACKEND_KINDS),
     default="local",
     show_default=True,
     help="What verifies the addresses: this machine's engine, or a remote service in form A or B.",
@@ -234,41 +232,36 @@ def clean(
 
 def _fail(exc: Exception, *, backend: str, base_url: str | None, as_json: bool) -> NoReturn:
     """One line on stderr (and with --json one object on stdout), then the documented exit
-    code; an exception the pipeline does not name is re-raised (a bug: keep its traceback)."""
+    code of the error's category (listhygiene.errors.exit_code, the one mapping); an exception
+    the library does not raise on purpose is re-raised (a bug: keep its traceback)."""
     from listhygiene.clients import ClientError
-    from listhygiene.errors import ServiceError
-    from listhygiene.pipeline.outputs import OutputError
-    from listhygiene.pipeline.run import (
-        BackendError,
-        PipelineError,
+    from listhygiene.errors import (
+        ListHygieneError,
         QualityError,
+        ServiceError,
         UnreachableError,
+        exit_code,
     )
-    from listhygiene.pipeline.sources import SourceError
     from listhygiene.verdicts import VerdictStoreError
 
     message = str(exc)
     extra: dict[str, Any] = {}
-    if isinstance(exc, SourceError):
-        code, kind = EXIT_INPUT, "input"
-    elif isinstance(exc, (ServiceError, ClientError)):
-        code, kind = EXIT_BACKEND, "backend"
-        message = f"the {backend} service at {base_url}: {exc}"
-    elif isinstance(exc, BackendError):
-        code, kind = EXIT_BACKEND, "backend"
-    elif isinstance(exc, QualityError):
-        code, kind = EXIT_QUALITY, "quality"
-        extra["quality"] = dict(exc.quality)
-    elif isinstance(exc, UnreachableError):
-        code, kind = EXIT_UNREACHABLE, "unreachable"
-        message += "; rerun with --accept-unreachable to publish them"
-        extra["health"] = dict(exc.health)
+    if isinstance(exc, ListHygieneError):
+        code, kind = exit_code(exc) or EXIT_FAILURE, exc.kind
     elif isinstance(exc, VerdictStoreError):
+        # Not (yet) under ListHygieneError: verdicts/store.py is another module's.
         code, kind = EXIT_FAILURE, "verdicts"
-    elif isinstance(exc, (PipelineError, OutputError)):
-        code, kind = EXIT_FAILURE, "output" if isinstance(exc, OutputError) else "run"
     else:
         raise exc
+    if code == EXIT_USAGE:  # settings that cannot work: a usage error, nothing on stdout
+        raise click.UsageError(message)
+    if isinstance(exc, (ServiceError, ClientError)):
+        message = f"the {backend} service at {base_url}: {exc}"
+    elif isinstance(exc, QualityError):
+        extra["quality"] = dict(exc.quality)
+    elif isinstance(exc, UnreachableError):
+        message += "; rerun with --accept-unreachable to publish them"
+        extra["health"] = dict(exc.health)
     if as_json:
         error = {"exit_code": code, "kind": kind, "message": message, **extra}
         click.echo(json.dumps({"error": error}, ensure_ascii=False, default=str))

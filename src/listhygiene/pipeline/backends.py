@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from listhygiene.engine import Engine, EngineSettings
-from listhygiene.errors import BackendError, ConfigurationError
+from listhygiene.errors import BackendError, ConfigurationError, InsufficientCreditsError
 from listhygiene.results import VerificationResult, arrow_schema
+from listhygiene.vocabulary import BACKEND_KINDS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,8 +75,9 @@ class JobRef:
         )
 
 
-class InsufficientCredits(BackendError):
-    """The backend's balance does not cover the run: raised before anything is submitted."""
+class InsufficientCredits(InsufficientCreditsError):
+    """The backend's balance does not cover the run: raised before anything is submitted (the
+    same meaning as a service's answer, so one ``except InsufficientCreditsError`` catches both)."""
 
     def __init__(self, needed: int, balance: int, where: str) -> None:
         super().__init__(
@@ -215,10 +217,6 @@ class LocalBackend(Backend):
     @property
     def default_check_smtp(self) -> bool:
         return self.engine.settings.check_smtp
-
-
-#: The backend kinds :func:`make_backend` builds (the CLI's ``--backend`` choices).
-BACKEND_KINDS: tuple[str, ...] = ("local", "form-a", "form-b")
 
 
 def make_backend(
