@@ -181,3 +181,78 @@ def test_unknown_is_free_everything_else_costs_one_credit() -> None:
 )
 def test_form_b_status(case: Facts, expected: tuple[FormBStatus, Reason | None]) -> None:
     assert form_b_status(case) == expected
+
+
+# -- listhygiene.vocabulary: every consumer spells the product's words from there ----------------
+
+
+def test_job_statuses_and_events_come_from_the_vocabulary() -> None:
+    from listhygiene import vocabulary
+    from listhygiene.clients import TERMINAL_STATUSES, JobStatus
+    from listhygiene.pipeline.remote import FormABackend, FormBBackend
+    from listhygiene.service.store.models import FORMS, JOB_KINDS, JOB_STATUSES
+
+    assert JobStatus is vocabulary.JobStatus
+    assert TERMINAL_STATUSES is vocabulary.TERMINAL_JOB_STATUSES
+    assert tuple(vocabulary.JobStatus) == JOB_STATUSES
+    assert vocabulary.FORMS == FORMS
+    assert vocabulary.JOB_KINDS == JOB_KINDS
+    assert FormABackend._EVENTS is vocabulary.JOB_EVENTS["a"]
+    assert FormBBackend._EVENTS is vocabulary.JOB_EVENTS["b"]
+    assert vocabulary.is_terminal("failed")
+    assert not vocabulary.is_terminal("processing")
+
+
+def test_webhook_events_of_the_service_are_the_vocabulary() -> None:
+    from listhygiene import vocabulary
+    from listhygiene.service.webhooks import EVENTS
+
+    assert tuple(EVENTS["a"]) == vocabulary.FORM_A_EVENTS
+    assert tuple(EVENTS["b"]) == vocabulary.FORM_B_EVENTS
+
+
+def test_plans_and_limits_come_from_the_vocabulary() -> None:
+    import importlib
+
+    from listhygiene import vocabulary
+    from listhygiene.clients import FORM_A_RATE_LIMITS, FORM_B_PLAN_LIMITS
+    from listhygiene.service.store import PLANS
+    from listhygiene.service.store.limits import A_PER_MINUTE, B_PER_PLAN
+
+    keys = importlib.import_module("listhygiene.cli.keys")  # the module, not its command group
+    assert keys.PLANS is PLANS is vocabulary.PLANS
+    assert keys.DEFAULT_PLAN == "professional"  # PRODUCT.md: keys create defaults to it
+    assert FORM_A_RATE_LIMITS is A_PER_MINUTE is vocabulary.FORM_A_RATE_LIMITS
+    assert FORM_B_PLAN_LIMITS is vocabulary.PLAN_LIMITS
+    assert B_PER_PLAN is vocabulary.SERVICE_PLAN_LIMITS
+
+
+def test_the_enterprise_plan_is_custom_and_the_service_documents_its_default() -> None:
+    # spec/form-b.md "Limits": enterprise is "custom". The client does not guess it; the service
+    # needs a number for a key without overrides: ten times professional (docs/service.md).
+    from listhygiene import vocabulary
+
+    assert vocabulary.PLAN_LIMITS["enterprise"] is None
+    assert vocabulary.SERVICE_PLAN_LIMITS["enterprise"] == tuple(
+        10 * n for n in vocabulary.PLAN_LIMITS["professional"] or ()
+    )
+    spec = {plan: vocabulary.PLAN_LIMITS[plan] for plan in ("free", "starter", "professional")}
+    assert spec == {
+        "free": (100, 1_000),
+        "starter": (1_000, 10_000),
+        "professional": (10_000, 100_000),
+    }
+    assert {p: vocabulary.SERVICE_PLAN_LIMITS[p] for p in spec} == spec
+
+
+def test_backend_kinds_come_from_the_vocabulary() -> None:
+    import click
+
+    from listhygiene import vocabulary
+    from listhygiene.cli.clean import clean
+    from listhygiene.pipeline import backends
+
+    assert backends.BACKEND_KINDS is vocabulary.BACKEND_KINDS
+    (option,) = [p for p in clean.params if p.name == "backend"]
+    assert isinstance(option.type, click.Choice)
+    assert tuple(option.type.choices) == vocabulary.BACKEND_KINDS

@@ -7,8 +7,8 @@ stderr.
 
 import click
 
-#: The plans of form B (mirrors ``listhygiene.service.store.PLANS``; a test pins the two).
-PLANS = ("free", "starter", "professional", "enterprise")
+from listhygiene.vocabulary import DEFAULT_PLAN, PLANS
+
 DEFAULT_DB = "sqlite:///listhygiene.db"
 
 
@@ -46,7 +46,7 @@ _db_option = click.option(
 @click.option(
     "--plan",
     type=click.Choice(PLANS),
-    default="professional",
+    default=DEFAULT_PLAN,
     show_default=True,
     help="Plan (sets form B's hourly and daily rate limits).",
 )

@@ -7,6 +7,8 @@ from typing import Any
 
 import httpx
 
+from listhygiene.vocabulary import FORM_A_RATE_LIMITS, PLAN_LIMITS
+
 __all__ = [
     "DEFAULT_API_KEY_HEADER",
     "FORM_A_RATE_LIMITS",
@@ -17,19 +19,9 @@ __all__ = [
 #: Form A's key header of our own service; another service's carries its own name.
 DEFAULT_API_KEY_HEADER = "LISTHYGIENE-API-KEY"
 
-#: Form A: requests per minute per endpoint type (spec/form-a.md, "Limits").
-FORM_A_RATE_LIMITS: Mapping[str, int] = MappingProxyType(
-    {"single": 6_000, "bulk": 1_500, "file": 300, "other": 200}
-)
-#: Form B: plan -> (requests per hour, requests per day); enterprise is "custom": no default.
-FORM_B_PLAN_LIMITS: Mapping[str, tuple[int, int] | None] = MappingProxyType(
-    {
-        "free": (100, 1_000),
-        "starter": (1_000, 10_000),
-        "professional": (10_000, 100_000),
-        "enterprise": None,
-    }
-)
+#: Form B: plan -> (requests per hour, requests per day); enterprise is "custom": no default
+#: (listhygiene.vocabulary, the one spelling; form A's per-minute limits come from there too).
+FORM_B_PLAN_LIMITS: Mapping[str, tuple[int, int] | None] = PLAN_LIMITS
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,10 +9,10 @@ Timestamps become aware ``datetime`` objects. Verification results are the share
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Self
 
 from listhygiene.results import VerificationResult
+from listhygiene.vocabulary import TERMINAL_JOB_STATUSES, JobStatus
 
 __all__ = [
     "TERMINAL_STATUSES",
@@ -29,17 +29,8 @@ __all__ = [
 ]
 
 
-class JobStatus(StrEnum):
-    """The states of a file job (form A) or a bulk job (form B)."""
-
-    PENDING = "pending"
-    PROCESSING = "processing"
-    COMPLETED = "completed"
-    FAILED = "failed"
-
-
-#: States a job does not leave: stop polling.
-TERMINAL_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.COMPLETED, JobStatus.FAILED})
+#: States a job does not leave: stop polling (listhygiene.vocabulary).
+TERMINAL_STATUSES: frozenset[JobStatus] = TERMINAL_JOB_STATUSES
 
 
 def _time(value: Any) -> datetime | None:

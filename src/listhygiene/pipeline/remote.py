@@ -48,6 +48,7 @@ from listhygiene.pipeline.backends import (
 from listhygiene.result_file import RESULT_COLUMNS, unescape_formula
 from listhygiene.results import VerificationResult
 from listhygiene.statuses import Facts, MailboxOutcome, Reason, Status
+from listhygiene.vocabulary import JOB_EVENTS, JobStatus
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -139,7 +140,7 @@ class FormABackend(_Remote):
 
     name = "form-a"
     max_job_size = 100_000
-    _EVENTS = ("file.completed", "file.failed")
+    _EVENTS = JOB_EVENTS["a"]
 
     def __init__(
         self,
@@ -190,7 +191,7 @@ class FormABackend(_Remote):
 
     async def _file(self, job: JobRef, emails: list[str] | None) -> "pa.Table":
         done = await self._wait(job.job_id, lambda: self.client.file_job(job.job_id))
-        if done.status != "completed":
+        if done.status != JobStatus.COMPLETED:
             raise self._failed(done, job)
         data = await self.client.file_results(job.job_id)
         return _file_results(data, emails, charged=done.credits_used)
@@ -315,7 +316,7 @@ class FormBBackend(_Remote):
 
     name = "form-b"
     max_job_size = 10_000
-    _EVENTS = ("bulk.completed", "bulk.failed")
+    _EVENTS = JOB_EVENTS["b"]
 
     def __init__(
         self, settings: ClientSettings, *, webhook_url: str | None = None, **options: Any
@@ -339,7 +340,7 @@ class FormBBackend(_Remote):
     async def results(self, job: JobRef) -> AsyncIterator["pa.Table"]:
         emails = self._submitted.pop(job.job_id, None)
         done = await self._wait(job.job_id, lambda: self.client.bulk_job(job.job_id))
-        if done.status != "completed":
+        if done.status != JobStatus.COMPLETED:
             raise self._failed(done, job)
         page: list[tuple[str, VerificationResult]] = []
         position = 0

@@ -2,11 +2,15 @@
 
 Form A limits each endpoint type per minute; form B limits every request of a key per hour and
 per day by plan. Form B's enterprise plan says "custom": without overrides it gets ten times the
-professional plan. Buckets are the names :meth:`Store.rate_window_hit` counts under.
+professional plan. Buckets are the names :meth:`Store.rate_window_hit` counts under. The numbers
+are listhygiene.vocabulary's, the one spelling.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+
+from listhygiene.vocabulary import FORM_A_RATE_LIMITS, SERVICE_PLAN_LIMITS
 
 if TYPE_CHECKING:
     from listhygiene.service.store.store import ApiKeyRow
@@ -15,14 +19,9 @@ __all__ = ["A_PER_MINUTE", "B_PER_PLAN", "Limit", "form_a_limit", "form_b_limits
 
 AEndpoint = Literal["single", "bulk", "file", "other"]
 
-A_PER_MINUTE: dict[str, int] = {"single": 6_000, "bulk": 1_500, "file": 300, "other": 200}
+A_PER_MINUTE: Mapping[str, int] = FORM_A_RATE_LIMITS
 #: Plan -> (requests per hour, requests per day).
-B_PER_PLAN: dict[str, tuple[int, int]] = {
-    "free": (100, 1_000),
-    "starter": (1_000, 10_000),
-    "professional": (10_000, 100_000),
-    "enterprise": (100_000, 1_000_000),
-}
+B_PER_PLAN: Mapping[str, tuple[int, int]] = SERVICE_PLAN_LIMITS
 
 
 @dataclass(frozen=True)

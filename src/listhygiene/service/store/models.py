@@ -37,6 +37,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from listhygiene.vocabulary import PLANS
+
 __all__ = [
     "FORMS",
     "JOB_KINDS",
@@ -55,7 +57,6 @@ __all__ = [
     "utcnow",
 ]
 
-PLANS = ("free", "starter", "professional", "enterprise")
 FORMS = ("a", "b")
 JOB_KINDS = ("file", "bulk")
 JOB_STATUSES = ("pending", "processing", "completed", "failed")
