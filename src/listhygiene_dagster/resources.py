@@ -97,28 +97,30 @@ class VerificationBackendResource(dg.ConfigurableResource):
         return EngineSettings(**{k: v for k, v in values.items() if v is not None})
 
     def get_backend(self) -> "Backend":
-        """A new backend for one run (the pipeline closes it when the run ends)."""
+        """A new backend for one run (the pipeline closes it when the run ends), built by the
+        core's ``make_backend`` as for the CLI and Airflow (docs/backends.md)."""
+        from listhygiene.errors import ConfigurationError
+        from listhygiene.pipeline.backends import make_backend
+
         if self.kind == "local":
-            from listhygiene.pipeline.backends import LocalBackend
-
-            return LocalBackend(self.engine_settings())
-        from listhygiene.clients import ClientSettings, EventStore
-        from listhygiene.pipeline.remote import FormABackend, FormBBackend
-
+            return make_backend("local", settings=self.engine_settings())
         if not self.base_url or not self.api_key:
-            raise ValueError(f"a {self.kind} backend needs base_url and api_key")
-        settings = ClientSettings(
-            base_url=self.base_url, api_key=self.api_key, api_key_header=self.api_key_header
-        )
+            raise ConfigurationError(f"a {self.kind} backend needs base_url and api_key")
         options: dict[str, Any] = {
-            "events": EventStore(self.events_path) if self.events_path else None,
             "poll_seconds": self.poll_seconds,
             "max_poll_seconds": self.max_poll_seconds,
             "webhook_fallback": self.webhook_fallback,
         }
-        if self.kind == "form-a":
-            return FormABackend(settings, **options)
-        return FormBBackend(settings, webhook_url=self.webhook_url, **options)
+        if self.kind == "form-b":
+            options["webhook_url"] = self.webhook_url
+        return make_backend(
+            self.kind,
+            base_url=self.base_url,
+            api_key=self.api_key,
+            api_key_header=self.api_key_header,
+            events=self.events_path or None,
+            **options,
+        )
 
     def describe(self) -> str:
         """One line for metadata and logs; never the key."""

@@ -49,3 +49,19 @@ def test_a_host_url_with_another_port_than_the_port_field_is_refused(
     )
     with pytest.raises(ValueError, match=r"9000.*9001"):
         ListHygieneHook("lh_url").client_settings()
+
+
+def test_the_hooks_vocabulary_is_the_cores() -> None:
+    from listhygiene import vocabulary
+    from listhygiene_airflow.hooks import verification
+
+    assert verification.BACKENDS is vocabulary.BACKEND_KINDS
+    assert verification.TERMINAL_STATUSES == vocabulary.TERMINAL_JOB_STATUSES
+    assert (verification.COMPLETED, verification.FAILED) == ("completed", "failed")
+    assert verification.ListHygieneHook.job_events({"backend": "form-a"}) == (
+        "file.completed",
+        "file.failed",
+    )
+    assert (
+        verification.ListHygieneHook.job_events({"backend": "form-b"}) == vocabulary.JOB_EVENTS["b"]
+    )

@@ -406,3 +406,14 @@ def test_library_errors_become_dagster_failures(
     )
     assert materialized(missing) == set()
     assert "nowhere.csv" in failure_of(missing)
+
+
+def test_the_resources_backend_kinds_are_the_cores() -> None:
+    import typing
+
+    from listhygiene.clients import DEFAULT_API_KEY_HEADER
+    from listhygiene.vocabulary import BACKEND_KINDS
+
+    fields = VerificationBackendResource.model_fields
+    assert typing.get_args(fields["kind"].annotation) == BACKEND_KINDS
+    assert fields["api_key_header"].default == DEFAULT_API_KEY_HEADER

@@ -697,3 +697,119 @@ def test_an_smtp_list_longer_than_one_round_of_batches_goes_as_a_file_job(
         assert [kind for _, kind in jobs_of(store, key)] == kinds
         assert counter.batches == batches
         assert len(verdicts(out)) == FILE_THRESHOLD + 1
+
+
+# -- the one backend factory and the one wait loop (pipeline.backends, issue 16) ------------------
+
+
+def test_make_backend_builds_every_kind_and_refuses_what_cannot_work(tmp_path: Path) -> None:
+    import asyncio
+
+    from listhygiene.clients import EventStore
+    from listhygiene.errors import ConfigurationError
+    from listhygiene.pipeline.backends import LocalBackend, make_backend
+
+    base = EngineSettings(helo="base.test")
+    local = make_backend("local", settings=base, engine_overrides={"smtp_port": 2525})
+    assert isinstance(local, LocalBackend)
+    assert (local.engine.settings.helo, local.engine.settings.smtp_port) == ("base.test", 2525)
+    assert make_backend(local) is local
+    a = make_backend("form-a", base_url="http://x/a/v1", api_key="k", api_key_header="X-Key")
+    assert isinstance(a, FormABackend)
+    assert (a.settings.api_key, a.settings.api_key_header) == ("k", "X-Key")
+    b = make_backend(
+        "form-b",
+        client_settings=ClientSettings(base_url="http://x/b/v1", api_key="k"),
+        events=str(tmp_path / "events.db"),
+        poll_seconds=0.5,
+    )
+    assert isinstance(b, FormBBackend)
+    assert isinstance(b.events, EventStore)
+    assert b.poll_seconds == 0.5
+    with pytest.raises(ConfigurationError, match=r"unknown backend 'form-c' \(known: local"):
+        make_backend("form-c")
+    with pytest.raises(ConfigurationError, match="needs a base URL and an API key"):
+        make_backend("form-b", base_url="http://x/b/v1")
+    for backend in (local, a, b):
+        asyncio.run(backend.aclose())
+
+
+class _Job:
+    def __init__(self, status: str) -> None:
+        self.status = status
+
+
+def _statuses(script: dict[str, list[str]]) -> tuple[Any, dict[str, int]]:
+    """A ``status`` that gives each job the next state of its script (the last one repeats)."""
+    reads: dict[str, int] = dict.fromkeys(script, 0)
+
+    async def status(job_id: str) -> _Job:
+        states = script[job_id]
+        reads[job_id] += 1
+        return _Job(states[min(reads[job_id], len(states)) - 1])
+
+    return status, reads
+
+
+async def test_wait_until_done_polls_until_every_job_completed() -> None:
+    from listhygiene.pipeline.backends import wait_until_done
+
+    status, reads = _statuses(
+        {"j1": ["pending", "processing", "completed"], "j2": ["processing", "completed"]}
+    )
+    states = await wait_until_done(["j1", "j2"], status, poll_seconds=0.01)
+    assert {j: s.status for j, s in states.items()} == {"j1": "completed", "j2": "completed"}
+    assert reads == {"j1": 3, "j2": 2}  # an ended job is not read again
+
+
+async def test_wait_until_done_stops_at_the_first_failed_job() -> None:
+    from listhygiene.pipeline.backends import wait_until_done
+
+    status, reads = _statuses({"j1": ["processing"], "j2": ["failed"], "j3": ["processing"]})
+    states = await wait_until_done(["j1", "j2", "j3"], status, poll_seconds=0.01)
+    assert states["j2"].status == "failed"
+    assert reads == {"j1": 1, "j2": 1, "j3": 0}
+
+
+async def test_wait_until_done_raises_at_its_wall_clock_deadline() -> None:
+    from listhygiene.pipeline.backends import WaitTimeout, wait_until_done
+
+    status, _ = _statuses({"j1": ["processing"]})
+    with pytest.raises(WaitTimeout, match="j1 still running") as raised:
+        await wait_until_done(["j1"], status, deadline=time.time() - 1)
+    assert raised.value.states["j1"].status == "processing"
+
+
+async def test_wait_until_done_wakes_on_the_jobs_webhook_event(tmp_path: Path) -> None:
+    # Polling is an hour apart: only the recorded event can end the wait within the test's bound.
+    import asyncio
+
+    from listhygiene.clients import EventStore
+    from listhygiene.pipeline.backends import wait_until_done
+    from listhygiene.vocabulary import JOB_EVENTS
+
+    store = EventStore(tmp_path / "events.db")
+    done = {"j1": False}
+
+    async def status(job_id: str) -> _Job:
+        return _Job("completed" if done[job_id] else "processing")
+
+    async def deliver() -> None:
+        await asyncio.sleep(0.2)
+        done["j1"] = True
+        store.record("b", "bulk.completed", "j1", {}, "digest-1")
+
+    delivery = asyncio.ensure_future(deliver())
+    states = await asyncio.wait_for(
+        wait_until_done(
+            ["j1"],
+            status,
+            events=store,
+            event_names=lambda _: JOB_EVENTS["b"],
+            poll_seconds=3600,
+            event_timeout=3600,
+        ),
+        timeout=30,
+    )
+    await delivery
+    assert states["j1"].status == "completed"

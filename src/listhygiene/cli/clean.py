@@ -276,23 +276,21 @@ def remote_backend(
     api_key_header: str,
     webhook_events: str | None,
 ) -> Any:
-    """The form A or form B backend of the command line's options."""
+    """The form A or form B backend of the command line's options (the core's one factory,
+    ``make_backend``; docs/backends.md)."""
     import os
 
-    from listhygiene.clients import ClientSettings
-    from listhygiene.pipeline.remote import FormABackend, FormBBackend
+    from listhygiene.pipeline.backends import make_backend
 
     if not base_url:
         raise click.UsageError(f"--backend {form} needs --base-url")
     key = os.environ.get(api_key_env)
     if not key:
         raise click.UsageError(f"--backend {form}: set the API key in ${api_key_env}")
-    events = None
-    if webhook_events:
-        from listhygiene.clients.events import EventStore
-
-        events = EventStore(webhook_events)
-    settings = ClientSettings(base_url=base_url, api_key=key, api_key_header=api_key_header)
-    if form == "form-a":
-        return FormABackend(settings, events=events)
-    return FormBBackend(settings, events=events)
+    return make_backend(
+        form,
+        base_url=base_url,
+        api_key=key,
+        api_key_header=api_key_header,
+        events=webhook_events or None,
+    )

@@ -44,6 +44,7 @@ from listhygiene.pipeline.backends import (
     JobFailed,
     JobRef,
     results_table,
+    wait_until_done,
 )
 from listhygiene.result_file import RESULT_COLUMNS, unescape_formula
 from listhygiene.results import VerificationResult
@@ -105,20 +106,22 @@ class _Remote(Backend):
             raise InsufficientCredits(needed, balance, f"the key on {self.settings.base_url}")
 
     async def _wait(self, job_id: str, status: Any) -> Any:
-        """Wait until ``status()`` gives a terminal job; return it."""
-        delay = self.poll_seconds
-        heard = False  # the job's event arrived: from then on, poll (the event stays in the store)
-        while not (job := await status()).is_terminal:
-            if self.events is not None and not heard:
-                try:
-                    await self.events.wait(job_id, self._EVENTS, timeout=self.webhook_fallback)
-                    heard = True
-                except TimeoutError:
-                    log.info("no webhook event for job %s yet: reading its status", job_id)
-            else:
-                await asyncio.sleep(delay)
-                delay = min(self.max_poll_seconds, delay * 1.5)
-        return job
+        """Wait until ``status()`` gives a terminal job; return it (the one wait loop,
+        :func:`~listhygiene.pipeline.backends.wait_until_done`)."""
+
+        async def read(_: str) -> Any:
+            return await status()
+
+        states = await wait_until_done(
+            [job_id],
+            read,
+            events=self.events,
+            event_names=lambda _: self._EVENTS,
+            poll_seconds=self.poll_seconds,
+            max_poll_seconds=self.max_poll_seconds,
+            event_timeout=self.webhook_fallback,
+        )
+        return states[job_id]
 
     @staticmethod
     def _failed(job: Any, job_ref: JobRef) -> JobFailed:

@@ -8,7 +8,9 @@ the local engine (``dns_server``, ``smtp_port``, ``helo``, ``allow_private_mx`` 
 ``LISTHYGIENE_*`` environment variables, as for the CLI.
 
 The hook owns every call to a service and the job-status vocabulary (:data:`TERMINAL_STATUSES`,
-:meth:`ListHygieneHook.is_terminal`); operator, trigger and sensor ask it, never a client.
+:meth:`ListHygieneHook.is_terminal`, spelled once in :mod:`listhygiene.vocabulary`); operator,
+trigger and sensor ask it, never a client. The backend itself comes from the core's
+:func:`~listhygiene.pipeline.backends.make_backend`, as for the CLI and Dagster.
 """
 
 import asyncio
@@ -18,7 +20,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseHook
 
-from listhygiene.pipeline.backends import JobRef
+from listhygiene.pipeline.backends import JobRef, make_backend
+from listhygiene.vocabulary import BACKEND_KINDS, JOB_EVENTS, TERMINAL_JOB_STATUSES, JobStatus
 
 if TYPE_CHECKING:
     from listhygiene.clients import ClientSettings, EventStore
@@ -49,11 +52,11 @@ _DIALECTS = {
 }
 
 #: The backends a connection may name.
-BACKENDS = ("local", "form-a", "form-b")
-COMPLETED = "completed"
-FAILED = "failed"
+BACKENDS = BACKEND_KINDS
+COMPLETED: str = JobStatus.COMPLETED
+FAILED: str = JobStatus.FAILED
 #: A job in one of these states will not change again.
-TERMINAL_STATUSES: frozenset[str] = frozenset({COMPLETED, FAILED})
+TERMINAL_STATUSES: frozenset[str] = frozenset(TERMINAL_JOB_STATUSES)
 #: Extras that are not engine settings.
 _NOT_ENGINE = frozenset(
     {
@@ -210,16 +213,11 @@ class ListHygieneHook(BaseHook):
         """A new backend for one run (``options`` go to the remote backends' constructor)."""
         name = self.backend_name
         if name == "local":
-            from listhygiene.pipeline.backends import LocalBackend
-
-            return LocalBackend(self.engine_settings())
-        from listhygiene.pipeline.remote import FormABackend, FormBBackend
-
+            return make_backend(name, settings=self.engine_settings())
         options.setdefault("events", self.event_store())
         if name == "form-a" and self.extras.get("file_threshold") not in (None, ""):
             options.setdefault("file_threshold", int(self.extras["file_threshold"]))
-        cls = FormABackend if name == "form-a" else FormBBackend
-        return cls(self.client_settings(), **options)
+        return make_backend(name, client_settings=self.client_settings(), **options)
 
     def get_conn(self) -> "Backend":
         return self.get_backend()
@@ -266,9 +264,7 @@ class ListHygieneHook(BaseHook):
     def job_events(job: JobRef | Mapping[str, Any]) -> tuple[str, str]:
         """The webhook events that end ``job`` (completed, failed)."""
         name = job.backend if isinstance(job, JobRef) else job["backend"]
-        if name == "form-a":
-            return ("file.completed", "file.failed")
-        return ("bulk.completed", "bulk.failed")
+        return JOB_EVENTS["a" if name == "form-a" else "b"]
 
     async def credits(self) -> int:
         """The remote key's balance (credits available)."""

@@ -87,40 +87,46 @@ class VerificationJobTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from listhygiene.pipeline.backends import WaitTimeout, wait_until_done
+
         hook = ListHygieneHook(self.listhygiene_conn_id)
+        jobs = {job["job_id"]: job for job in self.jobs}
         states: dict[str, JobState] = {}
+
+        async def read(job_id: str) -> JobState:
+            states[job_id] = await hook.job_status(jobs[job_id])
+            return states[job_id]
+
         try:
             await hook.aload_connection()
             store = self._store(hook)
             if self.not_before is not None and self.not_before > time.time():
                 await asyncio.sleep(self.not_before - time.time())
-            # a short first wait, then longer ones up to poll_interval (jobs often end quickly)
-            delay = min(2.0, self.poll_interval)
-            while True:
-                for job in self.jobs:
-                    if job["job_id"] in states and states[job["job_id"]].is_terminal:
-                        continue
-                    states[job["job_id"]] = await hook.job_status(job)
-                    if states[job["job_id"]].status == FAILED:
-                        break
-                ended = outcome(list(states.values()))
-                if ended is not None:
-                    yield TriggerEvent(ended)
-                    return
-                left = self.deadline - time.time()
-                if left <= 0:
-                    waiting = [j for j, s in states.items() if not s.is_terminal]
-                    yield self._event(
-                        "timeout",
-                        f"job(s) {', '.join(waiting)} still running at the deadline",
-                        states,
-                    )
-                    return
-                await self._pause(store, hook, states, min(left, delay))
-                delay = min(self.poll_interval, delay * 1.5)
+            # the core's one wait loop (docs/backends.md): a short first wait, then longer ones
+            # up to poll_interval (jobs often end quickly), or the webhook events of the jobs
+            await wait_until_done(
+                list(jobs),
+                read,
+                events=store,
+                event_names=lambda job_id: hook.job_events(jobs[job_id]),
+                poll_seconds=min(2.0, self.poll_interval),
+                max_poll_seconds=self.poll_interval,
+                event_timeout=self.poll_interval,
+                deadline=self.deadline,
+            )
+        except WaitTimeout as exc:
+            yield self._event("timeout", str(exc), states)
+            return
         except Exception as exc:  # one event, always: the operator turns it into a failure
             self.log.exception("checking the jobs failed")
             yield self._event("error", f"{type(exc).__name__}: {exc}", states)
+            return
+        ended = outcome(list(states.values()))
+        yield (
+            TriggerEvent(ended)
+            if ended is not None
+            else self._event("error", "the wait ended with jobs still running", states)
+        )
 
     def _store(self, hook: ListHygieneHook) -> Any:
         path = self.events_path or hook.events_path
@@ -129,36 +135,6 @@ class VerificationJobTrigger(BaseTrigger):
         from listhygiene.clients import EventStore
 
         return EventStore(path)
-
-    async def _pause(
-        self, store: Any, hook: ListHygieneHook, states: dict[str, JobState], seconds: float
-    ) -> None:
-        """Sleep, or with an event store, until a running job's end event arrives."""
-        if store is None:
-            await asyncio.sleep(seconds)
-            return
-        # A job whose event is already in the store but whose status is not yet terminal (a
-        # service that announces before its status catches up) is polled, not waited on again:
-        # the store would answer at once, every time.
-        running = [
-            j
-            for j in self.jobs
-            if not states[j["job_id"]].is_terminal
-            and store.find(j["job_id"], hook.job_events(j)) is None
-        ]
-        if not running:
-            await asyncio.sleep(seconds)
-            return
-        waits = [
-            asyncio.ensure_future(store.wait(j["job_id"], hook.job_events(j), timeout=seconds))
-            for j in running
-        ]
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiting in waits:
-                waiting.cancel()
-            await asyncio.gather(*waits, return_exceptions=True)
 
     def _event(self, status: str, message: str, states: dict[str, JobState]) -> TriggerEvent:
         return TriggerEvent(
