@@ -250,63 +250,149 @@ class FormBError(ServiceError):
         return {"error": error}
 
 
-def _a(name: str, base: type[ServiceError], status: int, code: str, title: str) -> type:
-    return type(
-        name,
-        (FormAError, base),
-        {"status": status, "code": code, "title": title, "__doc__": f"Form A {code}: {title}."},
-    )
+class FormABadRequest(FormAError, BadRequestError):
+    """Form A 4000: Bad request."""
+
+    status = 400
+    code = "4000"
+    title = "Bad request"
 
 
-def _b(name: str, base: type[ServiceError], status: int, code: str, title: str) -> type:
-    return type(
-        name,
-        (FormBError, base),
-        {"status": status, "code": code, "title": title, "__doc__": f"Form B {code}: {title}."},
-    )
+class FormAInvalidApiKey(FormAError, AuthenticationError):
+    """Form A 4010: Invalid or missing API key."""
+
+    status = 401
+    code = "4010"
+    title = "Invalid or missing API key"
 
 
-FormABadRequest = _a("FormABadRequest", BadRequestError, 400, "4000", "Bad request")
-FormAInvalidApiKey = _a(
-    "FormAInvalidApiKey", AuthenticationError, 401, "4010", "Invalid or missing API key"
-)
-FormAInsufficientCredits = _a(
-    "FormAInsufficientCredits", InsufficientCreditsError, 402, "4020", "Insufficient credits"
-)
-FormAAccessDenied = _a("FormAAccessDenied", AccessDeniedError, 403, "4030", "Access denied")
-FormANotFound = _a("FormANotFound", NotFoundError, 404, "4040", "Resource not found")
-FormAFileTooLarge = _a("FormAFileTooLarge", PayloadTooLargeError, 413, "4130", "File too large")
-FormARateLimited = _a("FormARateLimited", RateLimitError, 429, "4290", "Rate limit exceeded")
-FormAInternalError = _a("FormAInternalError", ServerError, 500, "1000", "Internal server error")
+class FormAInsufficientCredits(FormAError, InsufficientCreditsError):
+    """Form A 4020: Insufficient credits."""
 
-FormBInvalidRequest = _b(
-    "FormBInvalidRequest", BadRequestError, 400, "INVALID_REQUEST", "Invalid request"
-)
-FormBInvalidEmail = _b(
-    "FormBInvalidEmail", BadRequestError, 400, "INVALID_EMAIL", "Email format invalid"
-)
-FormBInvalidApiKey = _b(
-    "FormBInvalidApiKey", AuthenticationError, 401, "INVALID_API_KEY", "Invalid or missing API key"
-)
-FormBInsufficientCredits = _b(
-    "FormBInsufficientCredits",
-    InsufficientCreditsError,
-    403,
-    "INSUFFICIENT_CREDITS",
-    "Insufficient credits",
-)
-FormBJobNotFound = _b("FormBJobNotFound", NotFoundError, 404, "JOB_NOT_FOUND", "Job not found")
-FormBNotFound = _b("FormBNotFound", NotFoundError, 404, "NOT_FOUND", "Not found")
-FormBRateLimitExceeded = _b(
-    "FormBRateLimitExceeded", RateLimitError, 429, "RATE_LIMIT_EXCEEDED", "Rate limit exceeded"
-)
-FormBTimeout = _b("FormBTimeout", ServiceTimeoutError, 504, "TIMEOUT", "Verification timed out")
-FormBInternalError = _b(
-    "FormBInternalError", ServerError, 500, "INTERNAL_ERROR", "Internal server error"
-)
-FormBServiceUnavailable = _b(
-    "FormBServiceUnavailable", ServerError, 503, "SERVICE_UNAVAILABLE", "Service unavailable"
-)
+    status = 402
+    code = "4020"
+    title = "Insufficient credits"
+
+
+class FormAAccessDenied(FormAError, AccessDeniedError):
+    """Form A 4030: Access denied."""
+
+    status = 403
+    code = "4030"
+    title = "Access denied"
+
+
+class FormANotFound(FormAError, NotFoundError):
+    """Form A 4040: Resource not found."""
+
+    status = 404
+    code = "4040"
+    title = "Resource not found"
+
+
+class FormAFileTooLarge(FormAError, PayloadTooLargeError):
+    """Form A 4130: File too large."""
+
+    status = 413
+    code = "4130"
+    title = "File too large"
+
+
+class FormARateLimited(FormAError, RateLimitError):
+    """Form A 4290: Rate limit exceeded."""
+
+    status = 429
+    code = "4290"
+    title = "Rate limit exceeded"
+
+
+class FormAInternalError(FormAError, ServerError):
+    """Form A 1000: Internal server error."""
+
+    status = 500
+    code = "1000"
+    title = "Internal server error"
+
+
+class FormBInvalidRequest(FormBError, BadRequestError):
+    """Form B INVALID_REQUEST: Invalid request."""
+
+    status = 400
+    code = "INVALID_REQUEST"
+    title = "Invalid request"
+
+
+class FormBInvalidEmail(FormBError, BadRequestError):
+    """Form B INVALID_EMAIL: Email format invalid."""
+
+    status = 400
+    code = "INVALID_EMAIL"
+    title = "Email format invalid"
+
+
+class FormBInvalidApiKey(FormBError, AuthenticationError):
+    """Form B INVALID_API_KEY: Invalid or missing API key."""
+
+    status = 401
+    code = "INVALID_API_KEY"
+    title = "Invalid or missing API key"
+
+
+class FormBInsufficientCredits(FormBError, InsufficientCreditsError):
+    """Form B INSUFFICIENT_CREDITS: Insufficient credits."""
+
+    status = 403
+    code = "INSUFFICIENT_CREDITS"
+    title = "Insufficient credits"
+
+
+class FormBJobNotFound(FormBError, NotFoundError):
+    """Form B JOB_NOT_FOUND: Job not found."""
+
+    status = 404
+    code = "JOB_NOT_FOUND"
+    title = "Job not found"
+
+
+class FormBNotFound(FormBError, NotFoundError):
+    """Form B NOT_FOUND: Not found."""
+
+    status = 404
+    code = "NOT_FOUND"
+    title = "Not found"
+
+
+class FormBRateLimitExceeded(FormBError, RateLimitError):
+    """Form B RATE_LIMIT_EXCEEDED: Rate limit exceeded."""
+
+    status = 429
+    code = "RATE_LIMIT_EXCEEDED"
+    title = "Rate limit exceeded"
+
+
+class FormBTimeout(FormBError, ServiceTimeoutError):
+    """Form B TIMEOUT: Verification timed out."""
+
+    status = 504
+    code = "TIMEOUT"
+    title = "Verification timed out"
+
+
+class FormBInternalError(FormBError, ServerError):
+    """Form B INTERNAL_ERROR: Internal server error."""
+
+    status = 500
+    code = "INTERNAL_ERROR"
+    title = "Internal server error"
+
+
+class FormBServiceUnavailable(FormBError, ServerError):
+    """Form B SERVICE_UNAVAILABLE: Service unavailable."""
+
+    status = 503
+    code = "SERVICE_UNAVAILABLE"
+    title = "Service unavailable"
+
 
 FORM_A_ERRORS: dict[str, type[FormAError]] = {
     cls.code: cls
