@@ -237,9 +237,7 @@ def _clean(
 ) -> Any:
     """``listhygiene.clean`` with the library's errors turned into ``dg.Failure``."""
     import listhygiene
-    from listhygiene.clients import ClientError
-    from listhygiene.errors import ServiceError
-    from listhygiene.pipeline.run import PipelineError, QualityError, UnreachableError
+    from listhygiene.errors import ListHygieneError, QualityError, UnreachableError
 
     try:
         return listhygiene.clean(
@@ -265,8 +263,9 @@ def _clean(
             description=str(exc),
             metadata={"quality": dg.MetadataValue.json(dict(exc.quality))},
         ) from exc
-    except (PipelineError, ServiceError, ClientError, ValueError) as exc:
-        # ValueError: a source that cannot be read, a column that cannot be found, bad settings
+    except (ListHygieneError, ValueError) as exc:
+        # every error the library raises on purpose (listhygiene.errors); ValueError: settings
+        # that do not validate
         raise dg.Failure(
             description=f"{type(exc).__name__}: {exc}",
             metadata={"output folder": dg.MetadataValue.path(out)},
