@@ -1,0 +1,276 @@
+"""A list in chunks: split by domain, each chunk cleaned on its own, merged into one run's folder.
+
+The mail hosts judge the whole fleet: over several chunks a host must see no more SMTP sessions
+than one run opens, and the merged folder must be the one a single run writes.
+"""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import listhygiene
+from listhygiene.errors import QualityError
+from listhygiene.pipeline.chunks import (
+    ROW_COLUMN,
+    SPLIT_MANIFEST,
+    merge_chunks,
+    plan_chunks,
+    split_by_domain,
+)
+from listhygiene.pipeline.quality import STATUSES
+from listhygiene.sandbox import Sandbox
+
+#: Six domains, each on its own mail host, of different sizes; some role and full mailboxes.
+SIZES = {"big.test": 24, "mid.test": 12, "small.test": 6, "tiny.test": 3, "one.test": 1}
+WORLD: dict[str, Any] = {
+    "domains": {
+        **{
+            domain: {
+                "mx": [{"preference": 10, "host": f"mx.{domain}"}],
+                "mailboxes": [f"user{i}" for i in range(size)] + ["info"],
+                "full": ["full"],
+            }
+            for domain, size in SIZES.items()
+        },
+        "catchall.test": {
+            "mx": [{"preference": 10, "host": "mx.catchall.test"}],
+            "catch_all": True,
+        },
+    },
+    "hosts": {f"mx.{domain}": {} for domain in [*SIZES, "catchall.test"]},
+}
+HOSTS = [f"mx.{domain}" for domain in [*SIZES, "catchall.test"]]
+
+
+def contacts_csv(path: Path) -> Path:
+    """Every mailbox, interleaved across domains, with duplicates, unknowns, blanks and typos."""
+    lines = ["id,name,Email"]
+    addresses = []
+    for i in range(max(SIZES.values())):
+        for domain, size in SIZES.items():
+            if i < size:
+                addresses.append(f"user{i}@{domain}")
+                if i % 4 == 0:
+                    addresses.append(f"nobody{i}@{domain}")
+    for domain in SIZES:
+        addresses += [f"info@{domain}", f"full@{domain}", f"USER0@{domain.upper()}"]
+    addresses += [
+        "a@catchall.test",
+        "b@catchall.test",
+        "",
+        "N/A",
+        "broken@@x.test",
+        "broken@@x.test",
+    ]
+    lines += [f"{n},Person {n},{address}" for n, address in enumerate(addresses, start=1)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    with Sandbox(WORLD) as running:
+        yield running
+
+
+def engine(sandbox: Sandbox) -> Any:
+    return sandbox.engine_settings(
+        helo="verifier.test", smtp_timeout=2.0, dns_timeout=1.0, retry_delays=()
+    )
+
+
+def sessions(sandbox: Sandbox) -> dict[str, int]:
+    return {host: sandbox.stats(host).connections for host in HOSTS}
+
+
+def reset(sandbox: Sandbox) -> None:
+    for host in HOSTS:
+        sandbox.stats(host).reset()
+
+
+# --- the plan ---------------------------------------------------------------------------------
+
+
+def test_plan_balances_domains_by_size() -> None:
+    plan = plan_chunks({"a": 50, "b": 30, "c": 20, "d": 20, "e": 10, "f": 10}, 3)
+    loads = [
+        sum(
+            n
+            for d, n in {"a": 50, "b": 30, "c": 20, "d": 20, "e": 10, "f": 10}.items()
+            if plan[d] == chunk
+        )
+        for chunk in range(3)
+    ]
+    assert sorted(loads) == [40, 50, 50]
+    assert plan == plan_chunks({"f": 10, "e": 10, "d": 20, "c": 20, "b": 30, "a": 50}, 3)
+
+
+def test_a_giant_domain_stays_whole_in_its_own_chunk() -> None:
+    plan = plan_chunks({"giant": 1000, "a": 10, "b": 10, "c": 10}, 2)
+    assert plan["giant"] != plan["a"] == plan["b"] == plan["c"]
+
+
+def test_chunks_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="chunks"):
+        plan_chunks({"a": 1}, 0)
+
+
+# --- the split --------------------------------------------------------------------------------
+
+
+def test_split_puts_each_domain_in_one_chunk(tmp_path: Path) -> None:
+    source = contacts_csv(tmp_path / "contacts.csv")
+    paths = split_by_domain(source, tmp_path / "chunks", chunks=3)
+    assert len(paths) == 3
+    frames = [pd.read_parquet(path) for path in paths]
+    homes: dict[str, set[int]] = {}
+    for index, frame in enumerate(frames):
+        cleaned = frame["Email"].fillna("").str.strip().str.lower()
+        for cell in cleaned:
+            key = cell.rsplit("@", 1)[-1] if cell.count("@") == 1 else cell
+            homes.setdefault(key, set()).add(index)
+    assert all(len(chunks) == 1 for chunks in homes.values()), homes
+    # every row once, with its input row number, each chunk in input order
+    numbers = sorted(n for frame in frames for n in frame[ROW_COLUMN])
+    manifest = json.loads((tmp_path / "chunks" / SPLIT_MANIFEST).read_text())
+    assert numbers == list(range(1, manifest["rows"] + 1))
+    assert all(frame[ROW_COLUMN].is_monotonic_increasing for frame in frames)
+    assert manifest["email_column"] == "Email"
+    assert manifest["domains"] == 7
+    # balanced by size: big.test (30 rows and more) alone, the others shared by two chunks
+    sizes = sorted(len(frame) for frame in frames)
+    assert sizes[-1] - sizes[0] < 20
+    again = split_by_domain(source, tmp_path / "again", chunks=3)
+    assert all(
+        pd.read_parquet(a).equals(pd.read_parquet(b)) for a, b in zip(paths, again, strict=True)
+    )
+
+
+def test_split_refuses_an_input_with_the_row_column(tmp_path: Path) -> None:
+    path = tmp_path / "contacts.csv"
+    path.write_text(f"{ROW_COLUMN},email\n1,a@b.test\n")
+    with pytest.raises(ValueError, match=ROW_COLUMN):
+        split_by_domain(path, tmp_path / "chunks", chunks=2)
+
+
+# --- chunks cleaned and merged ------------------------------------------------------------------
+
+
+def test_chunks_open_no_more_sessions_per_host_and_merge_to_one_runs_folder(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    source = contacts_csv(tmp_path / "contacts.csv")
+    reset(sandbox)
+    single = listhygiene.clean(source, tmp_path / "single", settings=engine(sandbox))
+    alone = sessions(sandbox)
+    assert all(alone.values()), alone
+
+    reset(sandbox)
+    paths = split_by_domain(source, tmp_path / "chunks", chunks=3)
+    summaries = [
+        listhygiene.clean(path, tmp_path / f"chunk-{i}", settings=engine(sandbox)).summary
+        for i, path in enumerate(paths)
+    ]
+    fleet = sessions(sandbox)
+    assert {h: n for h, n in fleet.items() if n > alone[h]} == {}, (alone, fleet)
+
+    merged = merge_chunks(
+        summaries, tmp_path / "merged", manifest=tmp_path / "chunks" / SPLIT_MANIFEST
+    )
+    out = tmp_path / "merged"
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{s}.parquet" for s in STATUSES] + ["report.html", "summary.json"]
+    )
+    for status in STATUSES:
+        mine = pq.read_table(out / f"{status}.parquet")
+        theirs = pq.read_table(tmp_path / "single" / f"{status}.parquet")
+        assert mine.schema.names == theirs.schema.names
+        assert mine.drop_columns(["response_time"]).equals(
+            theirs.drop_columns(["response_time"]).cast(mine.drop_columns(["response_time"]).schema)
+        ), status
+    one = single.summary
+    assert merged == json.loads((out / "summary.json").read_text())
+    for key in ("rows", "credits", "verdicts"):
+        assert merged[key] == one[key], key
+    for key in ("distinct", "duplicate_rows", "verified"):
+        assert merged["addresses"][key] == one["addresses"][key], key
+    assert merged["top_domains"] == one["top_domains"]
+    assert merged["input"]["rows"] == one["input"]["rows"]
+    assert merged["input"]["name"] == one["input"]["name"]
+    assert merged["quality"]["passed"] is True
+    assert "big.test" in (out / "report.html").read_text()
+
+
+def test_a_broken_chunk_fails_the_merged_checks_and_publishes_nothing(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    source = contacts_csv(tmp_path / "contacts.csv")
+    paths = split_by_domain(source, tmp_path / "chunks", chunks=2)
+    summaries = [
+        listhygiene.clean(
+            path, tmp_path / f"chunk-{i}", settings=engine(sandbox), check_smtp=False
+        ).summary
+        for i, path in enumerate(paths)
+    ]
+    valid = tmp_path / "chunk-0" / "valid.parquet"
+    table = pq.read_table(valid)
+    pq.write_table(table.slice(1), valid)  # the chunk lost its first valid row
+    lost = table.column(ROW_COLUMN)[0].as_py()
+    with pytest.raises(QualityError) as raised:
+        merge_chunks(summaries, tmp_path / "merged", manifest=tmp_path / "chunks" / SPLIT_MANIFEST)
+    assert f"row {lost} is missing" in str(raised.value)
+    assert not (tmp_path / "merged" / "summary.json").exists()
+    warned = merge_chunks(
+        [tmp_path / "chunk-0", tmp_path / "chunk-1"],
+        tmp_path / "merged",
+        manifest=tmp_path / "chunks" / SPLIT_MANIFEST,
+        quality="warn",
+    )
+    assert warned["quality"]["passed"] is False
+    assert (tmp_path / "merged" / "summary.json").exists()
+
+
+def test_merge_refuses_outputs_without_row_numbers(sandbox: Sandbox, tmp_path: Path) -> None:
+    source = contacts_csv(tmp_path / "contacts.csv")
+    run = listhygiene.clean(source, tmp_path / "run", settings=engine(sandbox), check_smtp=False)
+    with pytest.raises(ValueError, match=f"no {ROW_COLUMN} column"):
+        merge_chunks([run.summary], tmp_path / "merged")
+    assert not (tmp_path / "merged" / "summary.json").exists()
+
+
+def test_merged_rows_keep_the_input_order(tmp_path: Path) -> None:
+    # two chunks whose rows interleave in the input: the merge restores the input's order
+    for index, numbers in enumerate(([1, 4, 5, 9], [2, 3, 6, 7, 8, 10])):
+        folder = tmp_path / f"chunk-{index}"
+        folder.mkdir()
+        for status in STATUSES:
+            rows = numbers if status == "valid" else []
+            pq.write_table(
+                pa.table(
+                    {
+                        "id": pa.array([f"r{n}" for n in rows], pa.string()),
+                        "email": pa.array([f"x{n}@a.test" for n in rows], pa.string()),
+                        "status": pa.array([status] * len(rows), pa.string()),
+                        "score": pa.array([0.9] * len(rows), pa.float64()),
+                        ROW_COLUMN: pa.array(rows, pa.int64()),
+                    }
+                ),
+                folder / f"{status}.parquet",
+                row_group_size=2,
+            )
+        summary = {
+            "output": {"folder": str(folder)},
+            "rows": {"total": len(numbers), "by_status": {"valid": len(numbers)}},
+        }
+        (folder / "summary.json").write_text(json.dumps(summary))
+    merged = merge_chunks([tmp_path / "chunk-0", tmp_path / "chunk-1"], tmp_path / "merged")
+    assert merged["quality"]["passed"], merged["quality"]
+    valid = pq.read_table(tmp_path / "merged" / "valid.parquet")
+    assert valid.column("id").to_pylist() == [f"r{n}" for n in range(1, 11)]
+    assert ROW_COLUMN not in valid.column_names
