@@ -447,7 +447,8 @@ def error_from_response(
     headers = {k.lower(): v for k, v in (headers or {}).items()}
     code, message, details, retry_after = "", None, None, None
     if isinstance(body, Mapping):
-        error = body.get("error") if isinstance(body.get("error"), Mapping) else {}
+        found = body.get("error")
+        error: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         if form == "a":
             code = str(body.get("code") or error.get("code") or "")
             message = body.get("message")
@@ -464,7 +465,8 @@ def error_from_response(
         return known(message, details=details, retry_after=retry_after, status=status)
     base = _BY_STATUS.get(status, ServerError if status >= 500 else ServiceError)
     form_base = FormAError if form == "a" else FormBError
-    unknown = type(
+    # A class of this form and of the status's meaning, for a code this module does not know.
+    unknown: type[ServiceError] = type(
         f"Form{form.upper()}UnknownError",
         (form_base, base),
         {"status": status, "code": code, "title": message or "Error"},

@@ -82,7 +82,7 @@ def verify(
         if form == "b":
             return json.dumps(result.to_form_b(), ensure_ascii=False)
         if form == "full":
-            return result.model_dump_json()
+            return str(result.model_dump_json())
         return json.dumps(result.to_form_a(), ensure_ascii=False)
 
     async def run() -> int:

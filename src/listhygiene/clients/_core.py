@@ -155,7 +155,7 @@ class ClientCore:
     def backoff(self, attempt: int) -> float:
         """Full jitter: a random wait up to ``backoff_base * 2 ** attempt`` (capped)."""
         cap = min(self.settings.backoff_max, self.settings.backoff_base * 2**attempt)
-        return self.jitter() * cap
+        return float(self.jitter() * cap)
 
     def rate_limit_wait(self, error: ServiceError, headers: Mapping[str, str]) -> float | None:
         """The wait a 429 asks for: ``retry_after``, else form B's window reset."""
@@ -210,6 +210,16 @@ class Exchange(Generic[T]):
         timeout: httpx.Timeout | None = None
         if call.min_timeout is not None and call.min_timeout > settings.timeout:
             timeout = httpx.Timeout(call.min_timeout, connect=settings.connect_timeout)
+        if timeout is None:
+            return http.build_request(
+                call.method,
+                call.path,
+                params=call.params,
+                json=call.json,
+                files=call.files,
+                data=call.data,
+                headers=self.core.auth,
+            )
         return http.build_request(
             call.method,
             call.path,
@@ -218,7 +228,7 @@ class Exchange(Generic[T]):
             files=call.files,
             data=call.data,
             headers=self.core.auth,
-            **({"timeout": timeout} if timeout is not None else {}),
+            timeout=timeout,
         )
 
     def on_response(self, response: httpx.Response) -> "Outcome[T]":

@@ -315,7 +315,8 @@ class FormBCredits:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
-        rate = data.get("rate_limit") if isinstance(data.get("rate_limit"), Mapping) else {}
+        found = data.get("rate_limit")
+        rate: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         return cls(
             available=int(data["available"]),
             used=int(data.get("used", 0)),

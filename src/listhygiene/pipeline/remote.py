@@ -216,7 +216,8 @@ class FormABackend(_Remote):
                 try:
                     answer = await self.client.verify_bulk(batch, check_smtp=check_smtp)
                 except ClientConnectionError as exc:
-                    if exc.__cause__ is None or not reached_server(exc.__cause__):
+                    cause = exc.__cause__
+                    if not isinstance(cause, Exception) or not reached_server(cause):
                         raise  # never reached the service (and retried): it is unreachable
                     answer = exc
                 except ServiceError as exc:
