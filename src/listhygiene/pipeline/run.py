@@ -20,7 +20,7 @@ import os
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +39,7 @@ from listhygiene.pipeline.backends import (
 from listhygiene.pipeline.outputs import SUMMARY, OutputFolder
 from listhygiene.pipeline.verdict_memory import CHANGED, RunVerdicts, open_verdicts
 from listhygiene.pipeline.workdir import ADDRESS, ROW, VERIFIED_AT, WorkDir
+from listhygiene.pipeline.worktables import PENDING, WorkTables
 from listhygiene.results import FORM_A_FIELDS, VerificationResult, arrow_schema
 from listhygiene.statuses import TEMPORARY_REASONS, Facts, Status
 
@@ -67,6 +68,12 @@ __all__ = [
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
 #: Called with (phase, done, total) as the run goes; total 0 when unknown.
 Progress = Callable[[str, int, int], None]
+#: Bounds on what one step holds (docs/pipeline.md, "Memory"): addresses looked up in the verdict
+#: store at once, addresses in one job of a backend whose jobs live in this process, and rows of
+#: one batch of the join.
+_REUSE_BATCH = 100_000
+_LOCAL_JOB = 200_000
+_JOIN_BATCH = 65_536
 
 
 @dataclasses.dataclass
@@ -333,12 +340,13 @@ class _Run:
                 self.check_smtp = backend.default_check_smtp
             work = WorkDir.for_output(self.out)
             work.open(self._fingerprint(source.info.name, column, backend))
-            _, distinct = self._read(source, column, work)
-            work.set_stage("verifying")
-            waiting = [j for j in work.open_jobs() if j.backend == backend.name]
-            if waiting:
-                return waiting
-            return await self._submit(backend, work, distinct)
+            with WorkTables(work) as tables:
+                _, distinct = self._read(source, column, work, tables)
+                work.set_stage("verifying")
+                waiting = [j for j in work.open_jobs() if j.backend == backend.name]
+                if waiting:
+                    return waiting
+                return await self._submit(backend, work, tables, distinct)
         finally:
             await backend.aclose()
             if self.memory is not None:
@@ -367,20 +375,19 @@ class _Run:
         resumed = work.open(self._fingerprint(info.name, column, backend))
         if resumed:
             log.info("resuming the run in %s (stage %s)", work.path, work.stage)
+        tables = WorkTables(work)
         try:
             with _timed(self.timings, "read"):
-                rows, distinct = self._read(source, column, work)
+                rows, distinct = self._read(source, column, work, tables)
             with _timed(self.timings, "verify"):
-                await self._verify(backend, work, distinct)
+                await self._verify(backend, work, tables, distinct)
                 if self.retry_unknown_after is not None:
-                    await self._second_pass(backend, work)
+                    await self._second_pass(backend, work, tables)
             health = _run_health(work.manifest.get("health"), backend.health)
             work.set_stage("writing", health=health)
             self._check_health(health)
-            results = work.results()
-            changed = self.memory.changed(work, results) if self.memory is not None else None
             with _timed(self.timings, "write"):
-                written = self._write(folder, work, results, distinct, changed)
+                written = self._write(folder, work, tables, distinct)
             with _timed(self.timings, "quality"):
                 report = self._check(folder, written, rows)
             summary = self._summary(
@@ -398,12 +405,12 @@ class _Run:
                 health,
             )
             summary["verdicts"] = (
-                self.memory.counts(work, len(distinct), changed)
+                self.memory.counts(work, distinct, written["changed"])
                 if self.memory is not None
-                else {"reused": 0, "verified": len(distinct), "changed": 0}
+                else {"reused": 0, "verified": distinct, "changed": 0}
             )
             if self.memory is not None:
-                summary["verdict_store"] = self.memory.report(work, changed)
+                summary["verdict_store"] = self.memory.report(work, written["transitions"])
                 summary["verdict_store"]["changed_file"] = {
                     "path": CHANGED,
                     "rows": written["changed_rows"],
@@ -413,6 +420,7 @@ class _Run:
             folder.discard()
             raise
         finally:
+            tables.close()
             await backend.aclose()
             if self.memory is not None:
                 self.memory.close()
@@ -445,22 +453,21 @@ class _Run:
 
     # -- read ------------------------------------------------------------------------------------
 
-    def _read(self, source: Any, column: str, work: WorkDir) -> tuple[int, "pa.Array"]:
+    def _read(self, source: Any, column: str, work: WorkDir, tables: WorkTables) -> tuple[int, int]:
+        """Stage every row with its row number and cleaned address, batch by batch; then the
+        distinct addresses, out of core (docs/pipeline.md, "Memory"). (rows, distinct)."""
         import numpy as np
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         from listhygiene.pipeline.prepare import clean_cells
         from listhygiene.pipeline.sources import SourceError
 
         if work.stage not in ("new", "reading"):
-            keys = [t.column(ADDRESS) for t in work.rows()]
             self.bad_records = list(work.manifest.get("bad_records", []))
-            return int(work.manifest["rows"]), _distinct(keys)
+            return int(work.manifest["rows"]), tables.distinct()
         work.clear_rows()
         work.set_stage("reading")
         total = 0
-        keys = []
         try:
             for index, batch in enumerate(source.batches()):
                 chunk = pa.Table.from_batches([batch])
@@ -468,13 +475,12 @@ class _Run:
                 numbers = pa.array(np.arange(total + 1, total + len(chunk) + 1, dtype=np.int64))
                 staged = chunk.append_column(ROW, numbers).append_column(ADDRESS, cleaned)
                 work.write_rows(index, staged)
-                keys.append(pc.unique(cleaned))
                 total += len(chunk)
                 self.progress("read", total, 0)
         except SourceError:
             work.remove()  # a half-read input is refused, not resumed: nothing is left
             raise
-        distinct = _distinct(keys)
+        distinct = tables.distinct()
         self.bad_records = [dataclasses.asdict(b) for b in source.info.bad_records]
         work.set_stage(
             "read",
@@ -490,47 +496,51 @@ class _Run:
 
     # -- verify ----------------------------------------------------------------------------------
 
-    async def _verify(self, backend: Backend, work: WorkDir, distinct: "pa.Array") -> None:
+    async def _verify(
+        self, backend: Backend, work: WorkDir, tables: WorkTables, distinct: int
+    ) -> None:
         work.set_stage("verifying")
         for job in work.open_jobs():
             if backend.resumable and job.backend == backend.name:
                 log.info(
                     "collecting the results of job %s, submitted before the restart", job.job_id
                 )
-                await self._collect(backend, work, job, len(distinct))
+                await self._collect(backend, work, job, distinct)
             work.finish_job(job)
-        jobs = await self._submit(backend, work, distinct)
+        jobs = await self._submit(backend, work, tables, distinct)
         for job in jobs:
-            await self._collect(backend, work, job, len(distinct))
+            await self._collect(backend, work, job, distinct)
             work.finish_job(job)
 
-    async def _submit(self, backend: Backend, work: WorkDir, distinct: "pa.Array") -> list[JobRef]:
+    async def _submit(
+        self, backend: Backend, work: WorkDir, tables: WorkTables, distinct: int
+    ) -> list[JobRef]:
         """Submit every address without a result, in jobs of the backend's size, all before
-        waiting on any (a remote service works on them together), each recorded as accepted."""
-        import pyarrow.compute as pc
-
-        results = work.results()
-        known = results.column(KEY) if results is not None else None
-        missing = (
-            distinct
-            if known is None
-            else pc.filter(distinct, pc.invert(pc.is_in(distinct, value_set=known)))
-        )
-        if self.memory is not None:
-            missing = self.memory.reuse(work, missing, check_smtp=bool(self.check_smtp))
-        self.counters["reused"] = len(distinct) - len(missing)
-        self.counters["verified"] = len(missing)
-        if len(missing):
+        waiting on any (a remote service works on them together), each recorded as accepted;
+        the jobs to wait on. A backend whose jobs live in this process verifies each job as it
+        is submitted, so that no more than one job's addresses are held at once."""
+        pending = tables.pending()
+        if self.memory is not None and pending:
+            for addresses in tables.addresses(PENDING, _REUSE_BATCH):
+                self.memory.reuse(work, addresses, check_smtp=bool(self.check_smtp))
+            pending = tables.pending()  # what the store did not answer
+        self.counters["reused"] = distinct - pending
+        self.counters["verified"] = pending
+        if pending:
             try:
-                await backend.ensure_credits(len(missing))
+                await backend.ensure_credits(pending)
             except InsufficientCredits as exc:
                 raise BackendError(str(exc)) from None
-        size = backend.max_job_size or max(1, len(missing))
+        size = backend.max_job_size or (_LOCAL_JOB if not backend.resumable else max(1, pending))
         jobs = []
-        for start in range(0, len(missing), size):
-            job = await backend.submit(missing.slice(start, size), check_smtp=self.check_smtp)
+        for addresses in tables.addresses(PENDING, size) if pending else ():
+            job = await backend.submit(addresses, check_smtp=bool(self.check_smtp))
             work.add_job(job)
-            jobs.append(job)
+            if backend.resumable:
+                jobs.append(job)
+            else:
+                await self._collect(backend, work, job, distinct)
+                work.finish_job(job)
         return jobs
 
     async def _collect(self, backend: Backend, work: WorkDir, job: Any, total: int) -> None:
@@ -557,32 +567,27 @@ class _Run:
         for done in started:
             work.finish_job(done)
 
-    async def _second_pass(self, backend: Backend, work: WorkDir) -> None:
-        import pyarrow as pa
+    async def _second_pass(self, backend: Backend, work: WorkDir, tables: WorkTables) -> None:
+        temporary = ", ".join(f"'{r.value}'" for r in sorted(TEMPORARY_REASONS))
+        again = tables.latest_where(
+            f"status = '{Status.UNKNOWN.value}' AND reason IN ({temporary})",
+            f"{KEY}, {VERIFIED_AT}",
+        )
+        if not again.num_rows:
+            return
         import pyarrow.compute as pc
 
-        results = work.results()
-        if results is None:
-            return
-        temporary = pa.array(sorted(r.value for r in TEMPORARY_REASONS))
-        mask = pc.and_(
-            pc.equal(results.column("status"), Status.UNKNOWN.value),
-            pc.fill_null(pc.is_in(results.column("reason"), value_set=temporary), False),
-        )
-        again = results.filter(mask)
-        if not len(again):
-            return
         due = pc.max(again.column(VERIFIED_AT)).as_py() + float(self.retry_unknown_after or 0)
         wait = max(0.0, due - time.time())
         log.info(
             "%d addresses ended unknown for a temporary reason; verifying them again in %.0f s",
-            len(again),
+            again.num_rows,
             wait,
         )
         self.progress("wait", 0, math.ceil(wait))
         await asyncio.sleep(wait)
         keys = again.column(KEY).combine_chunks()
-        job = await backend.submit(keys, check_smtp=self.check_smtp)
+        job = await backend.submit(keys, check_smtp=bool(self.check_smtp))
         work.add_job(job)
         before = self.counters["results"]
         await self._collect(backend, work, job, len(keys))
@@ -592,30 +597,25 @@ class _Run:
     # -- write -----------------------------------------------------------------------------------
 
     def _write(
-        self,
-        folder: OutputFolder,
-        work: WorkDir,
-        results: "pa.Table | None",
-        distinct: "pa.Array",
-        changed: "pa.Table | None" = None,
+        self, folder: OutputFolder, work: WorkDir, tables: WorkTables, distinct: int
     ) -> dict[str, Any]:
+        """Join the results back onto every row, batch by batch in row order, and append each
+        batch's rows to the file of their status (docs/pipeline.md, "Memory")."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        result_schema = arrow_schema()
-        if results is None:
-            results = result_schema.empty_table().add_column(0, KEY, pa.array([], pa.string()))
-        keys = results.column(KEY).combine_chunks()
-        unanswered = pc.filter(distinct, pc.invert(pc.is_in(distinct, value_set=keys)))
-        if len(unanswered):
+        unanswered, example = tables.unanswered()
+        if unanswered:
             raise PipelineError(
-                f"the backend returned no result for {len(unanswered)} addresses (e.g. "
-                f"{unanswered[0].as_py()!r}); run again with the same --out to resume"
+                f"the backend returned no result for {unanswered} addresses (e.g. "
+                f"{example!r}); run again with the same --out to resume"
             )
-        values = results.select(list(FORM_A_FIELDS))
-        # credits: one per distinct address verified (unknown free), whatever its row count
-        in_input = pc.is_in(keys, value_set=distinct)
-        credits = pc.sum(pc.filter(results.column("credits_used"), in_input)).as_py() or 0
+        result_schema = arrow_schema()
+        previous = self.memory.previous_folder(work) if self.memory is not None else None
+        # one credit per distinct address verified (unknown free), whatever its row count
+        credits = tables.credits()
+        joined = tables.joined(previous, _JOIN_BATCH)
+        stream = _Rebatcher(joined.batches)
         blank = _blank_result()
         writers: dict[str, Any] = {}
         written: dict[str, Any] = {
@@ -625,40 +625,46 @@ class _Run:
             "credits": credits,
             "blank": 0,
             "changed_rows": 0,
+            "changed": 0,
+            "transitions": {},
             "schema": None,
         }
-        # One lookup for every row at once: a lookup per part would rebuild the hash table of
-        # all results each time (quadratic in rows).
-        every_index = _flat(pc.index_in(work.addresses(), value_set=keys))
-        offset = 0
         for part in work.rows():
+            if not part.num_rows:
+                continue
             part = part.combine_chunks()
             inputs = part.drop_columns([ROW, ADDRESS])
-            index = every_index.slice(offset, len(part))
-            offset += len(part)
-            found = values.take(index)
-            empty = pc.is_null(part.column(ADDRESS))
-            empty = _flat(empty)
+            found = stream.take(len(part))
+            if not pc.all(pc.equal(found.column(ROW), part.column(ROW))).as_py():
+                raise PipelineError("the joined results are out of step with the rows")
+            addresses = _flat(part.column(ADDRESS))
+            empty = _flat(pc.is_null(addresses))
+            profile = joined.profiles.take(_flat(found.column("profile")))
             columns = {
-                name: _flat(pc.if_else(empty, blank[name], _flat(found.column(name))))
-                for name in FORM_A_FIELDS
+                name: _flat(pc.if_else(empty, blank[name], _flat(profile.column(name))))
+                for name in profile.column_names
             }
-            joined = _join(inputs, columns)
+            email = pc.coalesce(_flat(found.column("email")), addresses)
+            columns["email"] = _flat(pc.if_else(empty, blank["email"], email))
+            columns["response_time"] = _flat(
+                pc.if_else(empty, blank["response_time"], _flat(found.column("response_time")))
+            )
+            joined_part = _join(inputs, columns)
             if written["schema"] is None:
-                written["schema"] = joined.schema
+                written["schema"] = joined_part.schema
                 for status in STATUSES:
-                    writers[status] = folder.writer(f"{status}.parquet", joined.schema)
-            joined = joined.cast(written["schema"])
+                    writers[status] = folder.writer(f"{status}.parquet", joined_part.schema)
+            joined_part = joined_part.cast(written["schema"])
             status = columns["status"]
             for name in STATUSES:
                 mask = pc.equal(status, name)
                 count = pc.sum(mask).as_py() or 0
                 if count:
-                    writers[name].write_table(joined.filter(mask))
+                    writers[name].write_table(joined_part.filter(mask))
                     written["rows"][name].append(_flat(pc.filter(part.column(ROW), mask)))
-            if changed is not None and changed.num_rows:
+            if self.memory is not None:
                 written["changed_rows"] += self._write_changed(
-                    folder, writers, joined, part.column(ADDRESS), changed
+                    folder, writers, joined_part, found, written["schema"]
                 )
             written["blank"] += pc.sum(empty).as_py() or 0
             for reason, n in _value_counts(columns["reason"]).items():
@@ -673,9 +679,12 @@ class _Run:
             written["schema"] = schema
             for status in STATUSES:
                 writers[status] = folder.writer(f"{status}.parquet", schema)
-        if self.memory is not None and CHANGED not in writers:
-            schema = _changed_schema(written["schema"])
-            writers[CHANGED] = folder.writer(CHANGED, schema)
+        stream.finish()
+        if self.memory is not None:
+            if CHANGED not in writers:
+                writers[CHANGED] = folder.writer(CHANGED, _changed_schema(written["schema"]))
+            written["transitions"] = tables.transitions() if distinct else {}
+            written["changed"] = sum(written["transitions"].values())
         for writer in writers.values():
             writer.close()
         return written
@@ -685,24 +694,29 @@ class _Run:
         folder: OutputFolder,
         writers: dict[str, Any],
         joined: "pa.Table",
-        addresses: "pa.ChunkedArray",
-        changed: "pa.Table",
+        found: "pa.Table",
+        schema: "pa.Schema",
     ) -> int:
-        """The rows of ``joined`` whose address changed status, with its previous status; how
-        many."""
+        """The rows of ``joined`` whose address changed status, with its previous status and
+        when it was found; how many."""
+        import pyarrow as pa
         import pyarrow.compute as pc
 
-        at = _flat(pc.index_in(addresses, value_set=changed.column(KEY)))
-        mask = pc.is_valid(at)
+        before = _flat(found.column("previous_status"))
+        mask = pc.is_valid(before)
         if not pc.any(mask).as_py():
             return 0
         rows = joined.filter(mask)
-        previous = changed.take(pc.drop_null(at))
-        rows = rows.append_column("previous_status", previous.column("previous_status"))
-        rows = rows.append_column("previous_checked_at", previous.column("previous_checked_at"))
+        seconds = pc.filter(_flat(found.column("previous_checked_at")), mask)
+        when = pc.cast(
+            pc.round(pc.multiply(seconds, 1_000_000)).cast(pa.int64()),
+            pa.timestamp("us", tz="UTC"),
+        )
+        rows = rows.append_column("previous_status", pc.filter(before, mask))
+        rows = rows.append_column("previous_checked_at", when)
         if CHANGED not in writers:
-            writers[CHANGED] = folder.writer(CHANGED, rows.schema)
-        writers[CHANGED].write_table(rows)
+            writers[CHANGED] = folder.writer(CHANGED, _changed_schema(schema))
+        writers[CHANGED].write_table(rows.cast(_changed_schema(schema)))
         return rows.num_rows
 
     # -- check -----------------------------------------------------------------------------------
@@ -758,7 +772,7 @@ class _Run:
         written: Mapping[str, Any],
         report: Any,
         rows: int,
-        distinct: "pa.Array",
+        distinct: int,
         started_at: datetime,
         started: float,
         resumed: bool,
@@ -794,8 +808,8 @@ class _Run:
                 "empty_email": written["blank"],
             },
             "addresses": {
-                "distinct": len(distinct),
-                "duplicate_rows": rows - written["blank"] - len(distinct),
+                "distinct": distinct,
+                "duplicate_rows": rows - written["blank"] - distinct,
                 "verified": self.counters["verified"],
                 "reused": self.counters["reused"],
                 "retried": self.counters["retried"],
@@ -846,6 +860,39 @@ class _Run:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
+
+class _Rebatcher:
+    """The rows of a stream of record batches, taken so many at a time: the join's batches
+    need not line up with the staged parts."""
+
+    def __init__(self, batches: "Iterator[pa.RecordBatch]") -> None:
+        self._batches = batches
+        self._held: list[pa.RecordBatch] = []
+        self._count = 0
+
+    def take(self, rows: int) -> "pa.Table":
+        import pyarrow as pa
+
+        while self._count < rows:
+            batch = next(self._batches, None)
+            if batch is None:
+                raise PipelineError("the joined results ended before the rows")
+            if len(batch):
+                self._held.append(batch)
+                self._count += len(batch)
+        table = pa.Table.from_batches(self._held).combine_chunks()
+        rest = table.slice(rows)
+        self._held = rest.to_batches() if rest.num_rows else []
+        self._count = rest.num_rows
+        return table.slice(0, rows)
+
+    def finish(self) -> None:
+        """Read the stream to its end (its connection serves the next query only then); no
+        row may be left."""
+        left = self._count + sum(len(batch) for batch in self._batches)
+        if left:
+            raise PipelineError(f"the joined results have {left} rows more than the input")
 
 
 class _timed:
@@ -923,16 +970,6 @@ def _flat(values: "pa.Array | pa.ChunkedArray") -> "pa.Array":
     if isinstance(values, pa.ChunkedArray):
         return values.combine_chunks()
     return values
-
-
-def _distinct(keys: list["pa.Array"]) -> "pa.Array":
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    chunks = [k.combine_chunks() if isinstance(k, pa.ChunkedArray) else k for k in keys]
-    if not chunks:
-        return pa.array([], pa.string())
-    return pc.drop_null(pc.unique(pa.concat_arrays(chunks)))
 
 
 def _blank_result() -> dict[str, Any]:

@@ -5,16 +5,16 @@ run's addresses without a result are looked up in the store in bulk; the fresh v
 the run's results (credits 0: this run paid nothing for them) and only the rest are verified.
 Every result the backend returns is written to the store as it arrives, so a killed run loses
 none. The stored status of each address verified again is kept in the work folder
-(``previous.parquet``), so that the run, resumed or not, lists the rows whose address changed.
+(``previous/``), so that the run, resumed or not, lists the rows whose address changed.
 """
 
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from listhygiene.pipeline.backends import KEY
-from listhygiene.statuses import Status
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -27,7 +27,7 @@ __all__ = ["CHANGED", "VERDICTS_VARIABLE", "RunVerdicts", "open_verdicts"]
 VERDICTS_VARIABLE = "LISTHYGIENE_VERDICTS"
 #: The output listing the rows whose address changed status since its stored verdict.
 CHANGED = "changed.parquet"
-_PREVIOUS = "previous.parquet"
+_PREVIOUS = "previous"
 _MANIFEST = "verdicts"
 
 
@@ -106,82 +106,41 @@ class RunVerdicts:
         self.store.save(results, backend=backend)
 
     def _keep_previous(self, work: "WorkDir", previous: "pa.Table") -> None:
-        import pyarrow as pa
-        import pyarrow.compute as pc
+        """One more part of ``previous/``; where a resumed run's parts disagree, the earliest
+        stands (:meth:`WorkTables.joined <listhygiene.pipeline.worktables.WorkTables.joined>`)."""
         import pyarrow.parquet as pq
 
-        path = Path(work.path) / _PREVIOUS
-        if path.exists():  # a resumed run: what the first attempt found stands
-            known = pq.read_table(path)
-            new = pc.invert(pc.is_in(previous.column(KEY), value_set=known.column(KEY)))
-            previous = pa.concat_tables([known, previous.filter(new)])
+        folder = self.previous_folder(work)
+        folder.mkdir(exist_ok=True)
+        index = len(list(folder.glob("part-*.parquet"))) + 1
+        path = folder / f"part-{index:06d}.parquet"
         tmp = path.with_suffix(".tmp")
         pq.write_table(previous, tmp)
         tmp.replace(path)
 
-    def changed(self, work: "WorkDir", results: "pa.Table | None") -> "pa.Table | None":
-        """``_address``, ``previous_status``, ``previous_checked_at`` of the addresses verified
-        again whose status changed (an ``unknown`` now is no change: it says nothing new)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
+    @staticmethod
+    def previous_folder(work: "WorkDir") -> Path:
+        """Where the stored verdicts of the addresses verified again are kept."""
+        return Path(work.path) / _PREVIOUS
 
-        path = Path(work.path) / _PREVIOUS
-        if results is None or not path.exists():
-            return None
-        previous = pq.read_table(path)
-        if not previous.num_rows:
-            return None
-        keys = results.column(KEY).combine_chunks()
-        at = pc.index_in(previous.column(KEY), value_set=keys)
-        found = pc.is_valid(at)
-        previous, at = previous.filter(found), pc.drop_null(at)
-        now = pc.take(results.column("status"), at)
-        differs = pc.and_(
-            pc.not_equal(now, previous.column("status")),
-            pc.not_equal(now, pa.scalar(Status.UNKNOWN.value)),
-        )
-        changed = previous.filter(differs)
-        when = pc.cast(
-            pc.round(pc.multiply(changed.column("checked_at"), 1_000_000)).cast(pa.int64()),
-            pa.timestamp("us", tz="UTC"),
-        )
-        return pa.table(
-            {
-                KEY: changed.column(KEY),
-                "previous_status": changed.column("status"),
-                "previous_checked_at": when,
-                "status": pc.filter(now, differs),
-            }
-        )
-
-    def report(self, work: "WorkDir", changed: "pa.Table | None") -> dict[str, Any]:
-        """The summary's ``verdict_store``: the store, what reuse saved, the transitions."""
-        from collections import Counter
-
+    def report(self, work: "WorkDir", transitions: Mapping[str, int]) -> dict[str, Any]:
+        """The summary's ``verdict_store``: the store, what reuse saved, the transitions
+        (``previous->now`` counts of the addresses whose status changed)."""
         counts = work.manifest.get(_MANIFEST, {})
-        transitions: Counter[str] = Counter()
-        if changed is not None:
-            pairs = zip(
-                changed.column("previous_status").to_pylist(),
-                changed.column("status").to_pylist(),
-                strict=True,
-            )
-            transitions.update(f"{before}->{after}" for before, after in pairs)
         return {
             "store": self.store.shown,
             "fresh": self.fresh,
             "max_age_days": {s: round(v / 86400, 3) for s, v in self.freshness.max_age.items()},
             "credits_saved": int(counts.get("credits_saved", 0)),
             "seconds_saved": round(float(counts.get("seconds_saved", 0.0)), 3),
-            "transitions": dict(transitions.most_common()),
+            "transitions": dict(transitions),
         }
 
-    def counts(self, work: "WorkDir", distinct: int, changed: "pa.Table | None") -> dict[str, int]:
+    def counts(self, work: "WorkDir", distinct: int, changed: int) -> dict[str, int]:
         """The summary's ``verdicts``: reused + verified = the run's distinct addresses."""
         reused = int(work.manifest.get(_MANIFEST, {}).get("reused", 0))
         return {
             "reused": reused,
             "verified": distinct - reused,
-            "changed": 0 if changed is None else changed.num_rows,
+            "changed": changed,
         }
