@@ -2,11 +2,11 @@
 
 :func:`quality_report` is the pure pass/fail function: given the verification asset's value
 (the output folder, the summary and the contacts asset's row count) it runs
-:func:`listhygiene.pipeline.quality.run_quality_checks` - the very suite ``clean()`` runs - over
-the seven published per-status files, and returns its
-:class:`~listhygiene.pipeline.quality.QualityReport`. The expected row count comes from the
-contacts asset, not from the pipeline's own count, so row conservation is checked end to end:
-every row of the contacts asset is in exactly one status table.
+:func:`listhygiene.pipeline.quality.check_outputs` - the very checks ``clean()`` and the Airflow
+chunk merge run - over every row of the seven published per-status files, in bounded batches,
+and returns its :class:`~listhygiene.pipeline.quality.QualityReport`. The expected row count
+comes from the contacts asset, not from the pipeline's own count, so row conservation is checked
+end to end: every row of the contacts asset is in exactly one status table.
 
 :func:`build_quality_checks` wraps a function of that shape into one ``multi_asset_check`` with
 one Dagster check per suite check, all evaluated by a single GX validation. The checks named in
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from listhygiene.pipeline.quality import CHECKS
+from listhygiene.pipeline.quality import ROW_COLUMN as ROW_COLUMN
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,9 +34,9 @@ __all__ = [
     "quality_report",
 ]
 
-#: The column the verification asset adds to the contacts before cleaning them: the row's
-#: 1-based number in the contacts asset, carried through to every per-status table.
-ROW_COLUMN = "_source_row"
+# ROW_COLUMN (``_source_row``), the core's one row-number column: the verification asset adds
+# it to the contacts before cleaning them (the row's 1-based number in the contacts asset), and
+# it is carried through to every per-status table.
 
 #: The suite's checks and their descriptions, in order (importing them does not import GX).
 QUALITY_CHECKS: dict[str, str] = dict(CHECKS)
@@ -76,28 +77,18 @@ def output_rows(frame: "pd.DataFrame", status: str) -> "pd.DataFrame":
 
 
 def quality_report(verification: Mapping[str, Any]) -> "QualityReport":
-    """Run the pipeline's suite over the published files of ``verification`` (the value of the
+    """Run the pipeline's checks over the published files of ``verification`` (the value of the
     verification asset: ``out``, ``summary``, ``input_rows``). Never raises because a check
-    fails; reads the seven Parquet files of the output folder."""
-    import pandas as pd
+    fails; reads every row of the seven Parquet files of the output folder, a batch at a time."""
+    from listhygiene.pipeline.outputs import OutputFolder
+    from listhygiene.pipeline.quality import STATUSES, check_outputs
 
-    from listhygiene.pipeline.quality import run_quality_checks
-    from listhygiene.pipeline.run import STATUSES, CleanResult
-
-    result = CleanResult(verification["out"], dict(verification["summary"]))
-    parts = []
-    file_rows = {}
-    for status in STATUSES:
-        frame = result.frame(status)
-        file_rows[status] = len(frame)
-        parts.append(output_rows(frame, status))
-    filled = [part for part in parts if len(part)] or parts[:1]
-    rows = pd.concat(filled, ignore_index=True)
-    return run_quality_checks(
-        rows,
+    folder = OutputFolder(str(verification["out"]))
+    return check_outputs(
+        {status: folder.final(f"{status}.parquet") for status in STATUSES},
         expected_rows=int(verification["input_rows"]),
-        file_rows=file_rows,
         summary_rows=dict(verification["summary"]["rows"]["by_status"]),
+        filesystem=folder.fs,
     )
 
 
@@ -147,7 +138,7 @@ def build_quality_checks(
                 metadata={
                     "details": dg.MetadataValue.text(check.details),
                     "expectation suite": dg.MetadataValue.text(
-                        "listhygiene.pipeline.quality.run_quality_checks"
+                        "listhygiene.pipeline.quality.check_outputs"
                     ),
                     "validation seconds": dg.MetadataValue.float(round(report.seconds, 3)),
                 },
