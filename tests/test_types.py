@@ -14,3 +14,9 @@ def test_mypy_strict_passes_on_the_package() -> None:
         [sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_packages_declare_their_types() -> None:
+    # PEP 561: a user's type checker reads our annotations only with the marker.
+    for package in ("listhygiene", "listhygiene_airflow", "listhygiene_dagster"):
+        assert (ROOT / "src" / package / "py.typed").is_file(), package
