@@ -4,6 +4,7 @@ port), an engine on the sandbox, and the two forms' authentication headers."""
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -33,6 +34,12 @@ class LiveServer:
     def __exit__(self, *_exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+def parent_of(pid: int) -> int:
+    """The parent process id of ``pid`` (Linux's /proc), e.g. the ``serve`` of a job runner."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
 
 
 def free_port() -> int:

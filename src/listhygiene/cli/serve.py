@@ -53,7 +53,7 @@ from listhygiene.cli.options import build_settings, engine_options
     default=2,
     show_default=True,
     type=click.IntRange(1, 64),
-    help="Jobs this process runs at once.",
+    help="Jobs run at once (by the server's job runner process).",
 )
 @click.option(
     "--stale-after",
@@ -110,6 +110,7 @@ def serve(
     from listhygiene.service.access_log import log_config
     from listhygiene.service.factory import CONFIG_VARIABLE, ServeConfig, build_app
     from listhygiene.service.guards import server_options
+    from listhygiene.service.runner import JobRunner
     from listhygiene.service.store import Store
 
     try:
@@ -124,6 +125,7 @@ def serve(
         allow_private_webhooks=allow_private_webhooks,
         sync_deadline=sync_deadline,
         worker={"slots": job_slots, "stale_after": stale_after},
+        run_jobs=False,
     )
     tls = {
         "ssl_certfile": str(ssl_certfile) if ssl_certfile else None,
@@ -131,18 +133,25 @@ def serve(
     }
     # Bounded request heads and an access log without query strings (docs/security.md).
     options = {**tls, **server_options(), "log_config": log_config()}
-    if workers == 1:
-        uvicorn.run(build_app(config), host=host, port=port, log_level="info", **options)
-        return
-    # uvicorn's worker processes import the app by name: they read the configuration from the
-    # environment they inherit.
-    os.environ[CONFIG_VARIABLE] = config.to_json()
-    uvicorn.run(
-        "listhygiene.service.factory:app_from_environment",
-        factory=True,
-        workers=workers,
-        host=host,
-        port=port,
-        log_level="info",
-        **options,
-    )
+    # Jobs and webhook deliveries run in a process of their own, so that no job's work holds up
+    # a request (docs/service.md, "Fairness"); the server processes only admit and read.
+    runner = JobRunner(config)
+    runner.start()
+    try:
+        if workers == 1:
+            uvicorn.run(build_app(config), host=host, port=port, log_level="info", **options)
+            return
+        # uvicorn's worker processes import the app by name: they read the configuration from
+        # the environment they inherit.
+        os.environ[CONFIG_VARIABLE] = config.to_json()
+        uvicorn.run(
+            "listhygiene.service.factory:app_from_environment",
+            factory=True,
+            workers=workers,
+            host=host,
+            port=port,
+            log_level="info",
+            **options,
+        )
+    finally:
+        runner.stop()

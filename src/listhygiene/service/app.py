@@ -30,11 +30,13 @@ from listhygiene.errors import (
     FormBInternalError,
     FormBInvalidRequest,
     FormBNotFound,
+    FormBServiceUnavailable,
     ServiceError,
 )
 from listhygiene.results import VerificationResult
 from listhygiene.service import FORM_A_ROOT, FORM_B_ROOT
 from listhygiene.service.store import Store
+from listhygiene.service.store.retry import is_transient
 from listhygiene.statuses import Facts, MailboxOutcome, Reason
 
 if TYPE_CHECKING:
@@ -145,14 +147,35 @@ class _CatchAll:
 
         try:
             await self.app(scope, receive, watch)
-        except Exception:
-            log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
+        except Exception as exc:
+            where = (scope.get("method"), scope.get("path"))
+            if is_transient(exc):
+                # the database away for a while (a lost connection, a refused one, a lock not
+                # granted): the request can be sent again, and the pool connects again by itself
+                first = str(getattr(exc, "orig", None) or exc).splitlines()[:1]
+                log.warning("%s %s: the database is unavailable: %s", *where, "".join(first))
+                error = unavailable(self.form)
+            else:
+                log.exception("unexpected error in %s %s", *where)
+                error = _FORMS[self.form]["internal"]()
             if started:
                 raise
             state = scope.get("state")
-            error = _FORMS[self.form]["internal"]()
             response = error_response(state if isinstance(state, dict) else None, error)
             await response(scope, receive, send)
+
+
+#: Seconds a client is told to wait when the database is unavailable.
+UNAVAILABLE_RETRY_AFTER = 5
+
+
+def unavailable(form: str) -> ServiceError:
+    """The form's 503 with ``Retry-After``: form B's ``SERVICE_UNAVAILABLE``; form A, whose
+    spec has no code for it, its only server error code, ``1000``, with the status 503."""
+    details = "The database is unavailable; try again shortly"
+    if form == "a":
+        return FormAInternalError(details=details, status=503, retry_after=UNAVAILABLE_RETRY_AFTER)
+    return FormBServiceUnavailable(details=details, retry_after=UNAVAILABLE_RETRY_AFTER)
 
 
 def form_app(form: str) -> FastAPI:
@@ -192,9 +215,14 @@ def create_app(
     webhook_resolver: "Resolver | None" = None,
     sync_deadline: float = DEFAULT_SYNC_DEADLINE,
     worker_options: dict[str, Any] | None = None,
+    run_jobs: bool = True,
 ) -> FastAPI:
     """The service: form A at ``/a/v1``, form B at ``/b/v1``.
 
+    With ``run_jobs`` (the default, one process doing everything: tests, embedding) the app runs
+    the job worker and the webhook outbox itself; ``listhygiene serve`` passes False and runs
+    them in its job runner process instead (:mod:`listhygiene.service.runner`), so that the
+    server processes only admit requests and read the store (docs/service.md, "Fairness").
     ``worker_options`` go to the job worker (:class:`~listhygiene.service.worker.JobWorker`:
     ``slots``, ``stale_after``, ``poll_seconds`` ...). ``webhook_resolver`` resolves the
     names of webhook URLs (the system's resolver by default; the tests' way to a public name).
@@ -209,9 +237,13 @@ def create_app(
         title="listhygiene", docs_url=None, redoc_url=None, openapi_url=None, lifespan=_lifespan
     )
     root.add_middleware(HeaderGuard)
-    # One worker runs the jobs of both forms (form A's files, form B's lists).
-    worker = JobWorker(store, engine, **(worker_options or {}))
-    root.state.services = [worker]
+    # One worker runs the jobs of both forms (form A's files, form B's lists), here or in the
+    # job runner process; a submission wakes it when it is here.
+    worker: JobWorker | _Elsewhere = (
+        JobWorker(store, engine, **(worker_options or {})) if run_jobs else _Elsewhere()
+    )
+    root.state.services = [worker] if run_jobs else []
+    root.state.run_jobs = run_jobs
     app_a = form_a.build(form_app("a"))
     app_b = form_b.build(form_app("b"))
     for sub in (root, app_a, app_b):
@@ -244,6 +276,14 @@ def create_app(
         return error_response(None, error)
 
     return root
+
+
+class _Elsewhere:
+    """The job worker of a server process whose jobs run in the job runner process: that one
+    polls the store (``poll_seconds``), so a submission has nothing to wake here."""
+
+    def wake(self) -> None:
+        pass
 
 
 @contextlib.asynccontextmanager

@@ -30,6 +30,7 @@ import httpx
 
 from listhygiene.service.store import Store
 from listhygiene.service.store import webhooks as webhook_store
+from listhygiene.service.store.retry import is_transient
 from listhygiene.signatures import form_b_payload_signature, sign
 
 __all__ = [
@@ -52,6 +53,8 @@ USER_AGENT = "ListHygiene-Webhook/1.0"
 #: Seconds to wait after each failed attempt: 7 tries over about 4.4 hours.
 DEFAULT_SCHEDULE: tuple[float, ...] = (30, 120, 300, 900, 3600, 10800)
 TIMEOUT = 10.0
+#: The longest wait between two polls of the outbox while they fail.
+_BACKOFF_MAX = 5.0
 
 
 # -- the SSRF guard ----------------------------------------------------------------------------
@@ -327,16 +330,35 @@ class Outbox:
             await client.aclose()
 
     async def _run(self) -> None:
+        # One line when the polls start failing and one when they work again, not a traceback
+        # every poll: the database away for an hour would otherwise write 7,200 of them. While
+        # the polls fail they back off, as the job worker's claims do.
+        failing: str | None = None
+        wait = self.poll_interval
         while True:
             try:
                 worked = await self.run_once()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("webhook outbox: polling failed")
+            except Exception as exc:
                 worked = 0
+                wait = min(max(wait * 2, self.poll_interval), _BACKOFF_MAX)
+                if failing is None:
+                    failing = type(exc).__name__
+                    if is_transient(exc):
+                        log.warning(
+                            "webhook outbox: the database is unavailable, deliveries wait: %s",
+                            _first_line(exc),
+                        )
+                    else:
+                        log.exception("webhook outbox: polling failed")
+            else:
+                wait = self.poll_interval
+                if failing is not None:
+                    log.info("webhook outbox: polling works again")
+                    failing = None
             if not worked:
-                await asyncio.sleep(self.poll_interval)
+                await asyncio.sleep(wait)
 
     async def run_once(self) -> int:
         """Attempt the deliveries due now; returns how many were attempted."""
@@ -394,3 +416,8 @@ class Outbox:
         if 200 <= response.status_code < 300:
             return None
         return f"HTTP {response.status_code}"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(getattr(error, "orig", None) or error)
+    return text.splitlines()[0] if text else type(error).__name__

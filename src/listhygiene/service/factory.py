@@ -3,9 +3,10 @@ starts itself (``listhygiene serve --workers N``).
 
 uvicorn's worker processes import the application by name and cannot be handed objects, so
 ``serve`` writes its whole configuration (database URL, engine settings, webhook flags, worker
-options) as JSON in :data:`CONFIG_VARIABLE`, and each process builds its own store, engine and
-job worker from it with :func:`app_from_environment`. The processes share everything that
-matters through the database: jobs are claimed, credits reserved and rate limits counted there.
+options) as JSON in :data:`CONFIG_VARIABLE`, and each process builds its own store and engine
+from it with :func:`app_from_environment`; the job runner process reads the same configuration
+(listhygiene.service.runner). The processes share everything that matters through the database:
+jobs are claimed, credits reserved and rate limits counted there.
 """
 
 import gc
@@ -31,6 +32,9 @@ class ServeConfig:
     allow_private_webhooks: bool = False
     sync_deadline: float = 25.0
     worker: dict[str, Any] = field(default_factory=dict)
+    #: False in the server processes of ``serve``: its job runner process runs the jobs and the
+    #: webhook outbox (listhygiene.service.runner).
+    run_jobs: bool = True
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -54,6 +58,7 @@ def build_app(config: ServeConfig) -> FastAPI:
         allow_private_webhooks=config.allow_private_webhooks,
         sync_deadline=config.sync_deadline,
         worker_options=config.worker,
+        run_jobs=config.run_jobs,
     )
     app.state.services.insert(0, _Closing(store))  # started first, so stopped last
     return app

@@ -169,9 +169,12 @@ def _install_b(app: FastAPI) -> None:
 
 
 def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
-    """Add the webhook routes to both forms and the delivery :class:`Outbox` to the services."""
+    """Add the webhook routes to both forms, and the delivery :class:`Outbox` to the services
+    when this process runs the background work."""
     _install_a(app_a)
     _install_b(app_b)
+    if not root.state.run_jobs:
+        return  # the job runner process delivers them (listhygiene.service.runner)
     outbox = Outbox(
         root.state.store,
         allow_http=root.state.allow_http_webhooks,
