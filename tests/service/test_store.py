@@ -333,6 +333,37 @@ def test_refused_requests_do_not_count(store: Store) -> None:
     assert store.rate_window_hit(row.id, "b:hour", 3600, 4, now=7200) == (True, 1, 10800)
 
 
+def _window_counts(store: Store, key_id: str) -> dict[str, int]:
+    with store.transaction() as conn:
+        rows = conn.execute(
+            text("SELECT bucket, count FROM rate_windows WHERE api_key_id = :id"), {"id": key_id}
+        )
+        return {str(bucket): int(count) for bucket, count in rows}
+
+
+def test_a_request_refused_by_the_day_does_not_count_in_the_hour(store: Store) -> None:
+    """Form B counts a request in its hourly, then its daily window: one the day refuses must
+    not stay counted in the hour (docs/service.md, "a refused request does not count")."""
+    key, row = store.create_key("daily", 0, limits={"b_per_hour": 100, "b_per_day": 3})
+    first = store.admit(key, form_b_limits)[1]
+    assert [hit.allowed for hit in first] == [True, True]
+    # then four at once (one batch, as the service coalesces them): two fit in the day
+    batch = store.admit_many([(key, form_b_limits)] * 4)
+    assert [[hit.allowed for hit in hits] for _, hits in batch] == [
+        [True, True],
+        [True, True],
+        [True, False],
+        [True, False],
+    ]
+    assert _window_counts(store, row.id) == {"b:hour": 3, "b:day": 3}
+    # the refused ones see the hour as the admitted ones left it
+    assert [hits[0].remaining for _, hits in batch] == [98, 97, 97, 97]
+    alone = store.admit(key, form_b_limits)[1]
+    assert [hit.allowed for hit in alone] == [True, False]
+    assert alone[0].remaining == 97
+    assert _window_counts(store, row.id) == {"b:hour": 3, "b:day": 3}
+
+
 def test_rate_windows_hold_across_two_stores(db_url: str) -> None:
     with Store(db_url) as first, Store(db_url) as second:
         _, row = first.create_key("two stores", 0)

@@ -377,6 +377,7 @@ class Store:
             moment = int(time.time())
             for (key_id, limits), members in ordered:
                 wanted = len(members)  # of the members, the first ``wanted`` are still in
+                counted: list[tuple[Limit, int, int, int]] = []  # limit, old, counted, reset
                 for limit in limits:
                     old, granted, reset = self._take(
                         conn,
@@ -394,10 +395,35 @@ class Store:
                             else RateHit(False, 0, reset)
                         )
                         answers[index][1].append(hit)
+                    counted.append((limit, old, granted, reset))
                     wanted = granted
                     if not wanted:
                         break
+                self._uncount_refused(conn, key_id, members, counted, wanted, answers)
         return answers
+
+    def _uncount_refused(
+        self,
+        conn: Connection,
+        key_id: str,
+        members: list[int],
+        counted: "list[tuple[Limit, int, int, int]]",
+        admitted: int,
+        answers: list[tuple[ApiKeyRow | None, list[RateHit]]],
+    ) -> None:
+        """A request refused by a later window (form B's day) is not counted in the earlier ones
+        it passed (the hour) either: a refused request does not count (docs/service.md). Their
+        rows are this transaction's (locked), so taking the count back is exact."""
+        for number, (limit, old, granted, reset) in enumerate(counted):
+            extra = granted - admitted
+            if extra <= 0:
+                continue
+            window = {"key_id": key_id, "w_bucket": limit.bucket}
+            window.update(w_start=reset - limit.window_seconds, n=extra)
+            conn.execute(self._hot.window_uncount, window)
+            # the refused requests see the window as the admitted ones left it
+            for index in members[admitted:granted]:
+                answers[index][1][number] = RateHit(True, limit.limit - old - admitted, reset)
 
     def _take(
         self,
@@ -494,6 +520,9 @@ class _HotStatements:
         self.window_row = dialect_insert(windows).values(**fields, count=0).on_conflict_do_nothing()
         self.window_count = select(windows.c.count).where(window_key).with_for_update()
         self.window_set = update(windows).where(window_key).values(count=bindparam("w_count"))
+        self.window_uncount = (
+            update(windows).where(window_key).values(count=windows.c.count - bindparam("n"))
+        )
         amount = bindparam("amount")
         self.balance = (
             select(keys.c.credits_balance).where(keys.c.id == bindparam("key_id")).with_for_update()
