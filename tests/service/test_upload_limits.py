@@ -209,3 +209,60 @@ def test_one_parse_per_key(
     assert_refused(second, 429, "4290", "second.csv")
     assert int(second.headers["Retry-After"]) > 0
     assert other.status_code == 200, other.text
+
+
+#: Another server process holding parse slots of ``folder``: of key ``key`` if given, else all.
+_HOLDER = """
+import sys
+from pathlib import Path
+from listhygiene.service.parse_process import MAX_PARSES, ParseSlots
+folder, key = Path(sys.argv[1]), sys.argv[2]
+slots = ParseSlots(folder)
+held = [slots.hold(key or f"another key {n}", "held.csv") for n in range(1 if key else MAX_PARSES)]
+for slot in held:
+    slot.__enter__()
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_parse_slots_are_shared_by_the_processes_of_a_store(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The limits hold for the machine, not per server process: with ``--workers N`` a key
+    still gets one parse at a time, and the machine four (docs/security.md)."""
+    import subprocess
+    import sys
+
+    csv = b"email\nann@defunct-startup.test\n"
+    with Store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        one, one_row = store.create_key("one", 100)
+        two, _ = store.create_key("two", 100)
+        app = create_app(store, engine_for(sandbox), run_jobs=False)
+        folder = app.state.parse_slots_folder
+        with LiveServer(app) as url:
+            base = f"{url}/a/v1"
+            for key_id, refused, allowed in ((one_row.id, one, two), ("", two, one)):
+                holder = subprocess.Popen(
+                    [sys.executable, "-c", _HOLDER, str(folder), key_id],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                try:
+                    assert holder.stdout is not None
+                    assert holder.stdout.readline().strip() == "held"
+                    answer = asyncio.run(_post(base, refused, "mine.csv", csv))
+                    if key_id:  # the key's own slot is taken: another key goes on
+                        assert_refused(answer, 429, "4290", "mine.csv", "already has 1 upload")
+                        other = asyncio.run(_post(base, allowed, "theirs.csv", csv))
+                        assert other.status_code == 200, other.text
+                    else:  # every slot of the machine is taken
+                        assert_refused(answer, 429, "4290", "mine.csv", "reading 4 uploads")
+                    assert int(answer.headers["Retry-After"]) > 0
+                finally:
+                    holder.kill()
+                    holder.wait(10)
+            # the holder gone (killed: the kernel freed its locks), uploads go through again
+            answer = asyncio.run(_post(base, one, "again.csv", csv))
+            assert answer.status_code == 200, answer.text

@@ -34,7 +34,12 @@ from listhygiene.result_file import RESULT_COLUMNS, escape_formula
 from listhygiene.results import VerificationResult
 from listhygiene.service.auth import form_a_key
 from listhygiene.service.form_a import iso, success
-from listhygiene.service.parse_process import give_back_memory, parse_in_child, parse_slot
+from listhygiene.service.parse_process import (
+    ParseSlots,
+    give_back_memory,
+    parse_in_child,
+    parse_slot,
+)
 from listhygiene.service.store import ApiKeyRow, Store
 from listhygiene.service.store.jobs import (
     FORM_A_RESULT_FILTERS,
@@ -137,6 +142,10 @@ def result_csv(store: Store, job: StoredJob, statuses: set[str] | None) -> Itera
 
 def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
     """Add the file routes to form A (the job worker is the server's, see ``app.create_app``)."""
+    # shared by the processes on this machine that use the same store (parse_process.py)
+    slots = ParseSlots.for_store(root.state.store.engine.url)
+    app_a.state.parse_slots = slots
+    root.state.parse_slots_folder = slots.folder
 
     async def own_job(request: Request, key: ApiKeyRow, job_id: str) -> StoredJob:
         job = await run_in_threadpool(get_job, request.app.state.store, key.id, job_id, form="a")
@@ -152,7 +161,7 @@ def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
         try:
             # Read in a child process, a few at a time (parse_process); the rows are read
             # back from its file a batch at a time while the job is written.
-            async with parse_slot(key.id, received.file_name):
+            async with parse_slot(request.app.state.parse_slots, key.id, received.file_name):
                 parsed = await parse_in_child(received)
                 job = await run_in_threadpool(
                     create_file_job,

@@ -9,18 +9,25 @@ upload's temporary folder; the request then reads that file a batch at a time
 (:class:`upload.StoredRows`). A file that exhausts the child's memory or CPU kills only the child,
 and is answered 413 ``4130``; the child's memory goes back to the system when it exits.
 
-Each server process reads at most :data:`MAX_PARSES` uploads at once, and :data:`MAX_PARSES_PER_KEY`
-of one key; past either an upload is answered 429 ``4290`` with ``Retry-After``.
+The server processes on one machine that share a store read at most :data:`MAX_PARSES` uploads at
+once, and :data:`MAX_PARSES_PER_KEY` of one key, whatever ``--workers`` says; past either an
+upload is answered 429 ``4290`` with ``Retry-After``. The slots are lock files (``flock``) in a
+folder of the system's temporary directory named after the store (:class:`ParseSlots`): a
+process holds a slot while it reads, and the kernel frees it when the process ends, however it
+ends. Several machines on one PostgreSQL store each have their own (memory is per machine).
 """
 
 import asyncio
 import contextlib
 import ctypes
+import fcntl
+import hashlib
 import json
 import multiprocessing
 import os
 import resource
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Iterable, Iterator
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
 from typing import Any
@@ -33,6 +40,7 @@ __all__ = [
     "MAX_PARSES_PER_KEY",
     "PARSE_CPU_SECONDS",
     "PARSE_MEMORY",
+    "ParseSlots",
     "give_back_memory",
     "parse_in_child",
     "parse_slot",
@@ -42,37 +50,79 @@ __all__ = [
 PARSE_MEMORY = 1 << 30
 #: CPU seconds a parse may take.
 PARSE_CPU_SECONDS = 120
-#: Uploads one server process reads at once, and of one key.
+#: Uploads the server processes of one machine read at once, and of one key.
 MAX_PARSES = 4
 MAX_PARSES_PER_KEY = 1
 #: Seconds a client is told to wait when the limits above are reached.
 RETRY_AFTER = 5
 
-_running: dict[str, int] = {}
 _context: ForkServerContext | None = None
 
 
+class ParseSlots:
+    """The parse slots shared by every process that uses ``folder``: :data:`MAX_PARSES` in all
+    and :data:`MAX_PARSES_PER_KEY` for each key, each a lock file taken with ``flock``."""
+
+    def __init__(
+        self, folder: Path, *, total: int = MAX_PARSES, per_key: int = MAX_PARSES_PER_KEY
+    ) -> None:
+        self.folder = folder
+        self.total = total
+        self.per_key = per_key
+
+    @classmethod
+    def for_store(cls, url: object) -> "ParseSlots":
+        """The slots of the processes on this machine that use the store at ``url``."""
+        digest = hashlib.sha256(str(url).encode()).hexdigest()[:16]
+        return cls(Path(tempfile.gettempdir()) / f"listhygiene-uploads-{digest}")
+
+    @contextlib.contextmanager
+    def hold(self, key_id: str, file_name: str) -> Iterator[None]:
+        """Hold one of the key's slots and one of the machine's, or answer 429 ``4290``."""
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        key = hashlib.sha256(key_id.encode()).hexdigest()[:24]
+        own = self._take(f"key-{key}-{n}.lock" for n in range(self.per_key))
+        if own is None:
+            raise FormARateLimited(
+                details=f"This key already has {self.per_key} upload being read; "
+                f"send {file_name} again when it is done",
+                retry_after=RETRY_AFTER,
+            )
+        try:
+            slot = self._take(f"slot-{n}.lock" for n in range(self.total))
+            if slot is None:
+                raise FormARateLimited(
+                    details=f"The service is reading {self.total} uploads; "
+                    f"send {file_name} again soon",
+                    retry_after=RETRY_AFTER,
+                )
+            try:
+                yield
+            finally:
+                os.close(slot)
+        finally:
+            os.close(own)
+
+    def _take(self, names: Iterable[str]) -> int | None:
+        """The descriptor of the first of ``names`` whose lock was free (now held), or None.
+        ``flock`` locks belong to an open file, so they exclude this process's other opens as
+        much as other processes."""
+        for name in names:
+            descriptor = os.open(self.folder / name, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(descriptor)
+                continue
+            return descriptor
+        return None
+
+
 @contextlib.asynccontextmanager
-async def parse_slot(key_id: str, file_name: str) -> AsyncIterator[None]:
-    """Hold one of the process's parse slots for ``key_id``, or answer 429 ``4290``."""
-    if _running.get(key_id, 0) >= MAX_PARSES_PER_KEY:
-        raise FormARateLimited(
-            details=f"This key already has {MAX_PARSES_PER_KEY} upload being read; "
-            f"send {file_name} again when it is done",
-            retry_after=RETRY_AFTER,
-        )
-    if sum(_running.values()) >= MAX_PARSES:
-        raise FormARateLimited(
-            details=f"The service is reading {MAX_PARSES} uploads; send {file_name} again soon",
-            retry_after=RETRY_AFTER,
-        )
-    _running[key_id] = _running.get(key_id, 0) + 1
-    try:
+async def parse_slot(slots: ParseSlots, key_id: str, file_name: str) -> AsyncIterator[None]:
+    """Hold one of ``slots`` for ``key_id`` while the upload is read, or answer 429 ``4290``."""
+    with slots.hold(key_id, file_name):
         yield
-    finally:
-        _running[key_id] -= 1
-        if not _running[key_id]:
-            del _running[key_id]
 
 
 async def parse_in_child(received: ReceivedFile) -> ParsedFile:
