@@ -371,7 +371,7 @@ def _file_batches(
             row = pa.nulls(size, pa.int64())
         columns = {
             "_row": _plain(row),
-            "_file": pa.array([name] * size, pa.string()),
+            "_file": pa.repeat(pa.scalar(name, pa.string()), size),
             "status": _plain(batch.column(names["status"])),
             "score": _plain(batch.column(names["score"])),
         }
@@ -744,11 +744,29 @@ class QualityWorker:
         self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
             [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
+        #: GX's import time in the child, once it has said so (:meth:`wait_ready`).
+        self.import_seconds: float | None = None
+
+    def wait_ready(self) -> bool:
+        """Wait until GX is imported in the child; False when the child is gone."""
+        process = self._process
+        if self.import_seconds is not None:
+            return process is not None
+        if process is None or process.stdout is None:
+            return False
+        try:
+            answer, value = pickle.load(process.stdout)
+        except (OSError, EOFError, pickle.PickleError) as exc:
+            log.warning("the quality checks' process failed (%s); checking here instead", exc)
+            self.close()
+            return False
+        self.import_seconds = float(value)
+        return answer == "ready"
 
     def check_outputs(self, files: Mapping[str, str], **options: Any) -> QualityReport:
         """:func:`check_outputs` in the child (GX imported there); raises what it raises."""
         process = self._process
-        if process is not None and process.stdin is not None and process.stdout is not None:
+        if self.wait_ready() and process is not None and process.stdin and process.stdout:
             try:
                 pickle.dump((dict(files), options), process.stdin)
                 process.stdin.flush()
@@ -791,7 +809,10 @@ def _serve(requests: BinaryIO | None = None, answers: BinaryIO | None = None) ->
         answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     requests = requests or sys.stdin.buffer
+    started = time.perf_counter()
     _import_gx()
+    pickle.dump(("ready", time.perf_counter() - started), answers)
+    answers.flush()
     while True:
         try:
             files, options = pickle.load(requests)
