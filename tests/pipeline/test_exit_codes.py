@@ -237,3 +237,28 @@ def test_the_python_api_raises_unreachable_error(sandbox: Sandbox, unreachable: 
     result = listhygiene.clean(unreachable, settings=settings, accept_unreachable=True)
     assert result.summary["health"]["accepted"] is True
     assert result.counts["unknown"] == 6
+
+
+def test_settings_that_cannot_work_are_a_usage_error(tmp_path: Path) -> None:
+    # errors.ConfigurationError carries exit code 2: clean prints it as a usage error.
+    import click
+
+    from listhygiene.cli.clean import _fail
+    from listhygiene.errors import ConfigurationError
+
+    source = tmp_path / "in.csv"
+    source.write_text("email\nann@example.com\n")
+    with pytest.raises(ConfigurationError, match="unknown backend 'nope'"):
+        listhygiene.clean(source, tmp_path / "out", backend="nope")
+    with pytest.raises(click.UsageError, match="unknown backend") as raised:
+        _fail(
+            ConfigurationError("unknown backend 'nope'"), backend="x", base_url=None, as_json=True
+        )
+    assert raised.value.exit_code == 2
+
+
+def test_an_exception_the_library_does_not_raise_on_purpose_keeps_its_traceback() -> None:
+    from listhygiene.cli.clean import _fail
+
+    with pytest.raises(KeyError):
+        _fail(KeyError("a bug"), backend="local", base_url=None, as_json=False)
