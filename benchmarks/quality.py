@@ -1,6 +1,6 @@
 """Quality-check benchmark: the output checks over every row, their memory, and GX's warm-up.
 
-    .venv/bin/python benchmarks/quality.py [--rows 1000000,10000000] [--batch-rows 200000]
+    .venv/bin/python benchmarks/quality.py [--rows 1000000,10000000] [--batch-rows 200000,500000]
         [--whole] [--warm-up] [--json]
 
 Set-up (not timed): the seven per-status Parquet files of a run of ``--rows`` rows are written to
@@ -31,7 +31,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from listhygiene.pipeline.quality import ROW_COLUMN, STATUSES, check_outputs, status_files
+from listhygiene.pipeline.quality import (
+    BATCH_ROWS,
+    ROW_COLUMN,
+    STATUSES,
+    check_outputs,
+    status_files,
+)
 
 #: Shares of the statuses in the generated outputs (valid first, as in a CRM list).
 SHARES = (0.62, 0.18, 0.06, 0.03, 0.02, 0.04, 0.05)
@@ -157,36 +162,20 @@ def stand_in_work(rounds: int = 60) -> float:
 
 def child_warm(way: str) -> dict:
     """In the child: the stand-in work alone, or with GX importing in a thread or a process."""
-    from listhygiene.pipeline.quality import _import_gx, warm_up
+    from listhygiene.pipeline.quality import warm_up
 
     stand_in_work(1)  # the readers' and pyarrow's imports, out of the timing
     base = rss()
-    imported: dict[str, float] = {}
-    worker = None
-    thread = None
-    if way == "thread":
-
-        def load() -> None:
-            started = time.perf_counter()
-            _import_gx()
-            imported["seconds"] = time.perf_counter() - started
-
-        thread = threading.Thread(target=load)
-        thread.start()
-    elif way == "process":
-        worker = warm_up()
+    worker = warm_up(process=way == "process") if way != "alone" else None
     work = stand_in_work()
-    if thread is not None:
-        thread.join()
-    result = {"work_seconds": work, "base_rss": base, "end_rss": rss()}
+    result = {"work_seconds": work, "base_rss": base}
     if worker is not None:
         worker.wait_ready()
         process = worker._process
-        assert process is not None
-        result["child_rss"] = _rss_of(process.pid)
+        result["child_rss"] = _rss_of(process.pid) if process is not None else 0
         result["seconds"] = worker.import_seconds or 0.0
         worker.close()
-    result.update(imported)
+    result["end_rss"] = rss()
     return result
 
 
@@ -202,7 +191,7 @@ def load_average() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", default="1000000,10000000")
-    parser.add_argument("--batch-rows", type=int, default=200_000)
+    parser.add_argument("--batch-rows", default=str(BATCH_ROWS), help="one or more, by commas")
     parser.add_argument("--whole", action="store_true", help="also the old whole-frame way")
     parser.add_argument("--warm-up", action="store_true", help="also GX's warm-up, two ways")
     parser.add_argument("--json", action="store_true")
@@ -221,16 +210,17 @@ def main() -> int:
     for rows in (int(r) for r in options.rows.split(",") if r):
         with tempfile.TemporaryDirectory(prefix="lh-quality-") as folder:
             counts = write_outputs(Path(folder), rows)
-            modes = ["batches", *(["whole"] if options.whole else [])]
-            for mode in modes:
+            sizes = [int(b) for b in options.batch_rows.split(",")]
+            runs = [("batches", b) for b in sizes] + ([("whole", rows)] if options.whole else [])
+            for mode, batch_rows in runs:
                 answer, peak = run_child(
-                    "--child", folder, str(rows), json.dumps(counts), mode, str(options.batch_rows)
+                    "--child", folder, str(rows), json.dumps(counts), mode, str(batch_rows)
                 )
                 failed |= not answer["passed"]
                 figure = {
                     "rows": rows,
                     "mode": mode,
-                    "batch_rows": options.batch_rows if mode == "batches" else rows,
+                    "batch_rows": batch_rows,
                     "seconds": round(answer["seconds"], 2),
                     "peak_mib": round(peak / 2**20),
                     "gx_imported_mib": round(answer["base_rss"] / 2**20),
@@ -240,7 +230,8 @@ def main() -> int:
                 figures["checks"].append(figure)
                 if not options.json:
                     print(
-                        f"{rows:>11,} rows  {mode:<8} {figure['seconds']:>7.2f} s  peak "
+                        f"{rows:>11,} rows  {mode:<8} {batch_rows:>10,} a batch  "
+                        f"{figure['seconds']:>7.2f} s  peak "
                         f"{figure['peak_mib']:>5} MiB (GX imported: {figure['gx_imported_mib']} "
                         f"MiB)  passed={answer['passed']}  load {figure['load']}"
                     )

@@ -445,3 +445,12 @@ def test_checks_in_the_warm_worker_give_the_same_report(tmp_path: Path) -> None:
             check_outputs(files, **{**options, "expected_rows": -1}, worker=worker)
     assert [c.details for c in there.checks] == [c.details for c in here.checks]
     assert not there.passed
+
+
+def test_a_thread_warm_up_checks_here(tmp_path: Path) -> None:
+    frame = output(100)
+    files, _ = write_outputs(tmp_path, frame)
+    with warm_up(process=False) as worker:
+        report = check_outputs(files, expected_rows=100, summary_rows=counts(frame), worker=worker)
+        assert worker.import_seconds is not None
+    assert report.passed, report.as_dict()
