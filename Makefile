@@ -10,7 +10,7 @@ export UV_PYTHON_DOWNLOADS := never
 # The demo's sandbox keeps its state here, apart from any sandbox a user runs.
 DEMO_STATE := $(CURDIR)/out/.sandbox
 
-.PHONY: install demo test lint format clean
+.PHONY: install demo test e2e lint format clean
 
 $(UV):
 	$(PYTHON) -m venv .uv
@@ -40,6 +40,12 @@ demo: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/pytest
+
+# The end-to-end tests: Airflow (LocalExecutor, then Celery with two workers), Dagster's web
+# server and daemon, the sandbox and the service, each a real process (tests/e2e/). They need the
+# machine's PostgreSQL and Redis, as `make test` needs PostgreSQL.
+e2e: install
+	$(BIN)/pytest -m e2e tests/e2e
 
 lint: install
 	$(BIN)/ruff check .

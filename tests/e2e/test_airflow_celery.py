@@ -1,0 +1,99 @@
+"""Airflow with CeleryExecutor, as docs/deploy.md lays it out: the same four processes on
+PostgreSQL metadata, the machine's Redis as the broker, PostgreSQL as Celery's result backend,
+and two ``airflow celery worker`` processes serving the deployment's queue. The mapped-chunks
+DAG spreads its chunks over both workers."""
+
+import re
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from tests.e2e.airflow_stack import SERVICES, AirflowDeployment, airflow_env
+from tests.e2e.conftest import REDIS_URL
+from tests.e2e.outputs import read_run_folder
+from tests.e2e.processes import Processes, free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+SAMPLE_ROWS = 1000  # sample_data/crm_export.csv
+WORKERS = ("worker-1", "worker-2")
+
+
+@pytest.fixture(scope="module")
+def deployment(
+    e2e_env: dict[str, str],
+    mail_world: dict[str, str],
+    new_pg_database: Callable[[], str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[AirflowDeployment]:
+    root = tmp_path_factory.mktemp("airflow-celery")
+    database = new_pg_database()
+    backend = make_url(database).set(drivername="db+postgresql+psycopg")
+    # A queue of this run only: other deployments on the same Redis never take its tasks.
+    queue = f"verification-{secrets.token_hex(4)}"
+    env = {
+        **e2e_env,
+        **mail_world,
+        **airflow_env(
+            root / "home",
+            database,
+            AIRFLOW__CORE__EXECUTOR="CeleryExecutor",
+            AIRFLOW__CELERY__BROKER_URL=f"{REDIS_URL}/0",
+            AIRFLOW__CELERY__RESULT_BACKEND=backend.render_as_string(hide_password=False),
+            AIRFLOW__OPERATORS__DEFAULT_QUEUE=queue,
+        ),
+    }
+    processes = Processes(root / "logs", env)
+    try:
+        stack = AirflowDeployment(processes, database)
+        stack.airflow("db", "migrate")
+        stack.start(*SERVICES)
+        for name in WORKERS:
+            # One task at a time each, every worker with its own log server port.
+            worker = ["airflow", "celery", "worker", "--celery-hostname", f"{name}@%h"]
+            processes.start(
+                name,
+                [*worker, "--queues", queue, "--concurrency", "1"],
+                AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
+            )
+        stack.wait_until_ready()
+        for name in WORKERS:
+            processes.wait_for(
+                f"{name} to join", lambda n=name: " ready." in processes.tail(n, 200), timeout=180
+            )
+        yield stack
+    finally:
+        processes.stop_all()
+
+
+def test_mapped_chunks_run_on_two_celery_workers(
+    deployment: AirflowDeployment, tmp_path: Path
+) -> None:
+    """Two chunks, two workers of one task each: each worker verifies one chunk, and the merge
+    holds every input row once."""
+    deployment.set_connection(
+        "listhygiene_default", {"conn_type": "listhygiene", "extra": {"backend": "local"}}
+    )
+    run_id = deployment.trigger("clean_mapped_chunks", {"out_root": str(tmp_path), "chunks": 2})
+    deployment.wait_for_run("clean_mapped_chunks", run_id)
+
+    tasks = deployment.tasks("clean_mapped_chunks", run_id)
+    received = {
+        name: set(re.findall(r"Task execute_workload\[([0-9a-f-]+)\] received", log))
+        for name in WORKERS
+        if (log := (deployment.processes.logs / f"{name}.log").read_text(errors="replace"))
+    }
+    ran_on = {
+        (task_id, map_index): [name for name, ids in received.items() if celery_id in ids]
+        for task_id, map_index, _, _, celery_id in tasks
+    }
+    # Every task went through Celery to exactly one of the two workers.
+    assert all(len(names) == 1 for names in ran_on.values()), ran_on
+    chunk_workers = {ran_on[("verify_chunk", i)][0] for i in range(2)}
+    assert chunk_workers == set(WORKERS), ran_on
+
+    (run,) = (tmp_path / "mapped").iterdir()
+    assert read_run_folder(run / "merged")["rows"]["total"] == SAMPLE_ROWS
