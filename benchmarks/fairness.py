@@ -27,15 +27,16 @@ request needs DNS (``check_smtp`` as ``--smtp``); 20 unmeasured requests warm th
    job is seen completed (polled every 0.25 s); a request counts when it started before the job
    was seen completed.
 
-Reported: p50/p90/p99/max latency (``time.perf_counter()`` around each request, to its whole
-body) of each phase, their ratio, the job's wall time (acceptance to the poll that sees it
-completed) and its counts. Exit status 1 when the during p99 is over 2x the idle p99, a request
-failed, or the job did not complete.
+Reported: the machine's 1-minute load average before and after; p50/p90/p99/max latency
+(``time.perf_counter()`` around each request, to its whole body) of each phase, their ratio, the
+job's wall time (acceptance to the poll that sees it completed) and its counts. Exit status 1
+when the during p99 is over 2x the idle p99, a request failed, or the job did not complete.
 """
 
 import argparse
 import asyncio
 import json
+import os
 import random
 import sys
 import tempfile
@@ -212,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     world, job, b_addresses = build_world(args)
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="lh-fairness-") as tmp:
         folder = Path(tmp)
         world_path = folder / "world.json"
@@ -226,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
                 report = asyncio.run(
                     measure(server, key_a, key_b, job, b_addresses, args.smtp, args.idle_requests)
                 )
+    # The machine's load (1-minute average) when the run started and ended: the figures are
+    # only comparable between runs at a similar load (2 cores, shared with other work).
+    report["load"] = {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)}
     report["settings"] = {
         "smtp": args.smtp,
         "job_size": args.job_size,
@@ -258,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"p90 {f['p90_ms']:>7} ms  p99 {f['p99_ms']:>7} ms  max {f['max_ms']:>7} ms"
             )
         print(f"  p99 during / idle: {report['p99_ratio']} (target <= {TARGET_RATIO})")
+        print(
+            f"  machine load (1-minute average): {report['load']['before']} before, "
+            f"{report['load']['after']} after"
+        )
         for phase in ("idle", "during"):
             f = report[f"{phase}_engine"]
             print(

@@ -661,7 +661,7 @@ def test_claims_saves_and_settles_once(empty_db_url: str) -> None:
         assert (credits.balance, credits.consumed) == (9, 1)
         total, rows = results_page(store, job.id, None, 10, 0)
         assert total == 2
-        assert [r["email"] for r in rows] == ["a@x.test", "a@x.test"]
+        assert [email for email, _ in rows] == ["a@x.test", "a@x.test"]
         assert get_job(store, "someone else", job.id) is None
 
 
@@ -672,6 +672,7 @@ def test_closing_a_job_queues_its_webhook_event_in_the_same_transaction(
 
     from listhygiene.results import VerificationResult
     from listhygiene.service.delivery import form_b_payload_signature
+    from listhygiene.service.events import announce_job
     from listhygiene.service.store import webhooks as webhook_store
     from listhygiene.service.store.jobs import fail_job, finish_job, save_results
     from listhygiene.service.store.models import WebhookOutbox
@@ -694,7 +695,7 @@ def test_closing_a_job_queues_its_webhook_event_in_the_same_transaction(
             "a@x.test", Facts(syntax_valid=True, dns=DnsOutcome.MX)
         )  # valid in both forms
         save_results(store, done.id, [("a@x.test", result)])
-        finish_job(store, done.id)
+        finish_job(store, done.id, announce=announce_job)
         failed = create_bulk_job(
             store,
             kid,
@@ -702,8 +703,8 @@ def test_closing_a_job_queues_its_webhook_event_in_the_same_transaction(
             check_smtp=False,
             webhook_url="https://elsewhere.example.com/hook",
         )
-        fail_job(store, failed.id, "INTERNAL_ERROR", "boom")
-        finish_job(store, done.id)  # closing twice queues nothing more
+        fail_job(store, failed.id, "INTERNAL_ERROR", "boom", announce=announce_job)
+        finish_job(store, done.id, announce=announce_job)  # closing twice queues nothing more
         with store.transaction() as conn:
             rows = conn.execute(
                 select(
@@ -733,3 +734,23 @@ def test_closing_a_job_queues_its_webhook_event_in_the_same_transaction(
     ]
     assert len(queued) == 3
     assert registered.id
+
+
+@pytest.mark.timeout(60)
+def test_an_idle_claim_takes_no_write_lock(tmp_path: Any) -> None:
+    """With nothing to claim, a worker's poll only reads: on SQLite it neither waits for another
+    process's write lock nor holds the server processes' writes behind its own (docs/service.md,
+    "The job runner")."""
+    import sqlite3
+
+    from listhygiene.service.store.jobs import claim_job
+
+    path = tmp_path / "idle.db"
+    with Store(f"sqlite:///{path}") as store:
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # another process writing, for as long as it likes
+            assert claim_job(store, "w1") is None  # answered at once, not after the busy time-out
+        finally:
+            other.execute("ROLLBACK")
+            other.close()

@@ -20,7 +20,7 @@ import pytest
 
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.app import create_app
-from listhygiene.service.delivery import Outbox
+from listhygiene.service.outbox import Outbox
 from listhygiene.service.store import Store
 from tests.conftest import _admin_connection
 from tests.service.live import LiveServer, a, b, engine_for

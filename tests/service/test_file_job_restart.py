@@ -94,7 +94,7 @@ class Server:
                 stderr.close()
         self.root = f"http://127.0.0.1:{self.port}"
         self.base = f"{self.root}/a/v1"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # a loaded machine starts it slowly
         while True:
             try:
                 httpx.get(f"{self.base}/credits", timeout=1)

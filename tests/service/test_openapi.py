@@ -182,9 +182,11 @@ def test_document_covers_form_a() -> None:
     # every error response is the envelope with the code PRODUCT.md assigns to its status
     responses = doc["components"]["responses"]
     codes = {"400": "4000", "401": "4010", "402": "4020", "403": "4030", "404": "4040"}
-    codes |= {"413": "4130", "429": "4290", "500": "1000"}
+    codes |= {"413": "4130", "429": "4290", "500": "1000", "503": "1000"}
     for path, item in doc["paths"].items():
         for operation in item.values():
+            # the database away: 503 with Retry-After (docs/service.md, Faults)
+            assert "503" in operation["responses"], path
             for status, response in operation["responses"].items():
                 if status == "200":
                     continue
@@ -192,6 +194,7 @@ def test_document_covers_form_a() -> None:
                 example = responses[name]["content"]["application/json"]["example"]
                 assert example["code"] == example["error"]["code"] == codes[status], path
     assert responses["RateLimited"]["headers"]["Retry-After"]["required"] is True
+    assert responses["ServiceUnavailable"]["headers"]["Retry-After"]["required"] is True
 
 
 def test_document_covers_form_b() -> None:

@@ -26,13 +26,13 @@ from cryptography.x509.oid import NameOID
 from listhygiene.engine import Engine, EngineSettings
 from listhygiene.service.app import create_app
 from listhygiene.service.delivery import (
-    Outbox,
     UnsafeURL,
     check_url,
     form_b_payload_signature,
     notify,
     sign,
 )
+from listhygiene.service.outbox import Outbox
 from listhygiene.service.store import Store
 from listhygiene.service.store import webhooks as webhook_store
 from tests.service.live import LiveServer, a, b

@@ -6,25 +6,20 @@ is in the form's own body (listhygiene.errors): the service's errors, FastAPI's 
 unexpected exception (500 ``1000`` / ``INTERNAL_ERROR``, never a traceback).
 """
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from listhygiene.engine import Engine
-from listhygiene.engine.lists import is_disposable, is_free, is_role
-from listhygiene.engine.syntax import parse_address
 from listhygiene.errors import (
     FormABadRequest,
-    FormAFileTooLarge,
     FormAInternalError,
     FormANotFound,
     FormBInternalError,
@@ -33,16 +28,15 @@ from listhygiene.errors import (
     FormBServiceUnavailable,
     ServiceError,
 )
-from listhygiene.results import VerificationResult
 from listhygiene.service import FORM_A_ROOT, FORM_B_ROOT
+from listhygiene.service.charging import DEFAULT_SYNC_DEADLINE
 from listhygiene.service.store import Store
 from listhygiene.service.store.retry import is_transient
-from listhygiene.statuses import Facts, MailboxOutcome, Reason
 
 if TYPE_CHECKING:
     from listhygiene.service.delivery import Resolver
 
-__all__ = ["create_app", "error_response", "form_app", "read_body", "verify_charged"]
+__all__ = ["UNAVAILABLE_RETRY_AFTER", "create_app", "error_response", "form_app", "unavailable"]
 
 log = logging.getLogger(__name__)
 
@@ -71,59 +65,6 @@ def _describe(exc: RequestValidationError) -> str:
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
         parts.append(f"{where or 'body'}: {err.get('msg', 'invalid')}")
     return "; ".join(parts) or "Invalid request body"
-
-
-_Model = TypeVar("_Model", bound=BaseModel)
-
-
-#: Seconds a synchronous form A request (``/verify/single``, ``/verify/bulk``) may verify: under
-#: the 30 s time-out common to HTTP clients and proxies.
-DEFAULT_SYNC_DEADLINE = 25.0
-
-#: Bytes a JSON body may have unless its model says otherwise (``max_body_bytes``).
-DEFAULT_BODY_BYTES = 64 * 1024
-
-
-async def read_body(request: Request, model: type[_Model], bad: type[ServiceError]) -> _Model:
-    """The JSON body as ``model``; ``bad`` (the form's 400) when it is not.
-
-    Routes call this after their key dependency rather than declaring the body as a parameter:
-    FastAPI validates declared bodies before any dependency, so a malformed body sent without a
-    key would answer 400 instead of 401, and would not count against the key's rate limit.
-
-    The body is read up to the model's ``max_body_bytes`` (the spec's limits with room to spare,
-    docs/security.md) and refused with 413 past it, whether or not a ``Content-Length`` said so.
-    """
-    limit = int(getattr(model, "max_body_bytes", DEFAULT_BODY_BYTES))
-    raw = await _bounded_body(request, limit, bad)
-    try:
-        return model.model_validate_json(raw)
-    except ValidationError as exc:
-        parts = []
-        for err in exc.errors()[:5]:
-            where = ".".join(str(p) for p in err.get("loc", ()))
-            parts.append(f"{where or 'body'}: {err.get('msg', 'invalid')}")
-        raise bad(details="; ".join(parts) or "Invalid request body") from None
-
-
-async def _bounded_body(request: Request, limit: int, bad: type[ServiceError]) -> bytes:
-    def too_large() -> ServiceError:
-        details = f"the request body is over {limit:,} bytes"
-        if issubclass(bad, FormABadRequest):
-            return FormAFileTooLarge("Request body too large", details=details)
-        return bad(details=details, status=413)
-
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large()
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_large()
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 class _CatchAll:
@@ -227,7 +168,7 @@ def create_app(
     ``slots``, ``stale_after``, ``poll_seconds`` ...). ``webhook_resolver`` resolves the
     names of webhook URLs (the system's resolver by default; the tests' way to a public name).
     ``sync_deadline``: seconds a synchronous form A verification may take before what is left
-    is answered unknown (:func:`verify_charged`).
+    is answered unknown (:func:`.charging.verify_charged`).
     """
     from listhygiene.service import files_a, form_a, form_b, jobs_b, openapi_docs, webhooks
     from listhygiene.service.guards import HeaderGuard
@@ -298,93 +239,3 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     finally:
         for service in reversed(started):
             await service.stop()
-
-
-async def verify_charged(
-    request: Request,
-    key_id: str,
-    emails: list[str],
-    *,
-    check_smtp: bool,
-    insufficient: type[ServiceError],
-    timeout: float | None = None,  # noqa: ASYNC109 - credits are refunded on time-out
-    deadline: float | None = None,
-) -> tuple[dict[str, VerificationResult], int]:
-    """Verify ``emails`` on ``key_id``'s credits: ``({input: result}, credits kept)``.
-
-    As many credits as distinct addresses are reserved first (``insufficient`` is raised when the
-    balance does not have them); once verified, the credits of unknown results (free) are
-    refunded, and so is everything if the verification fails or exceeds ``timeout`` seconds
-    (``TimeoutError``). With ``deadline`` instead, what is not verified after that many seconds
-    is answered unknown (``smtp_timeout``, free, to be retried) and the rest stands: a
-    synchronous request never outlasts its client (docs/service.md).
-    """
-    if timeout is not None and deadline is not None:
-        raise ValueError("give a timeout or a deadline, not both")
-    store: Store = request.app.state.store
-    engine: Engine = request.app.state.engine
-
-    def distinct(email: str) -> str:
-        parsed = parse_address(email)
-        return parsed.email if parsed is not None else email
-
-    wanted = {distinct(e) for e in emails}
-    if not await store.batches().reserve(key_id, len(wanted)):  # coalesced (store/batching.py)
-        raise insufficient(details=f"{len(wanted)} credits needed")
-
-    found: dict[str, VerificationResult] = {}
-
-    async def run() -> None:
-        # interactive: a client is waiting, so its lookups and sessions go before any job's
-        # (docs/service.md, "Fairness"); keys take turns among themselves
-        verified = engine.verify_each(
-            emails, check_smtp=check_smtp, priority="interactive", tenant=key_id
-        )
-        async for given, result in verified:
-            found[str(given)] = result
-
-    # Not asyncio.wait_for: it waits for the cancelled verification to wind down (an SMTP step
-    # can take its own time limit to notice), and the answer must not wait for that.
-    task = asyncio.ensure_future(run())
-    task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved, never logged
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout if deadline is None else deadline)
-        if done:
-            task.result()
-        elif deadline is None:
-            raise TimeoutError
-        else:
-            task.cancel()
-            late = [e for e in emails if e not in found]
-            log.info(
-                "%d of %d addresses past the %.0f s deadline", len(late), len(emails), deadline
-            )
-            found.update({e: out_of_time(e, check_smtp=check_smtp) for e in late})
-    except BaseException:
-        task.cancel()
-        # synchronous (one quick UPDATE): an await could be cancelled too, and the refund lost
-        store.refund_credits(key_id, len(wanted))
-        raise
-    kept = len({distinct(given) for given, r in found.items() if r.credits_used > 0})
-    if len(wanted) > kept:
-        await store.batches().refund(key_id, len(wanted) - kept)
-    return found, kept
-
-
-def out_of_time(email: str, *, check_smtp: bool) -> VerificationResult:
-    """The result of an address a synchronous request had no time left for: unknown,
-    ``smtp_timeout`` (a temporary reason: verify it again later), free; with the flags that
-    need no network (disposable, role, free) as measured."""
-    parsed = parse_address(email)
-    if parsed is None:
-        return VerificationResult.from_facts(email, Facts(syntax_valid=False))
-    facts = Facts(
-        syntax_valid=True,
-        smtp_checked=check_smtp,
-        mailbox=MailboxOutcome.UNDETERMINED if check_smtp else MailboxOutcome.NOT_CHECKED,
-        undetermined_reason=Reason.SMTP_TIMEOUT,
-        is_disposable=is_disposable(parsed.domain),
-        is_role=is_role(parsed.local_part),
-        is_free=is_free(parsed.domain),
-    )
-    return VerificationResult.from_facts(parsed.email, facts, domain=parsed.domain_unicode)

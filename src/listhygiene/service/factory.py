@@ -13,9 +13,10 @@ import gc
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 __all__ = ["CONFIG_VARIABLE", "ServeConfig", "app_from_environment", "build_app"]
 
@@ -44,7 +45,7 @@ class ServeConfig:
         return cls(**json.loads(text))
 
 
-def build_app(config: ServeConfig) -> FastAPI:
+def build_app(config: ServeConfig) -> "FastAPI":
     """The app of ``config``, with its own store and engine (closed when the server stops)."""
     from listhygiene.engine import Engine, EngineSettings
     from listhygiene.service.app import create_app
@@ -74,7 +75,7 @@ def _freeze_startup_objects() -> None:
     gc.freeze()
 
 
-def app_from_environment() -> FastAPI:
+def app_from_environment() -> "FastAPI":
     """uvicorn's factory: the app of the configuration ``serve`` put in the environment."""
     text = os.environ.get(CONFIG_VARIABLE)
     if not text:

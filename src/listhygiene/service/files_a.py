@@ -33,7 +33,6 @@ from listhygiene.errors import FormABadRequest, FormAInsufficientCredits, FormAN
 from listhygiene.result_file import RESULT_COLUMNS, escape_formula
 from listhygiene.results import VerificationResult
 from listhygiene.service.auth import form_a_key
-from listhygiene.service.form_a import iso, success
 from listhygiene.service.parse_process import (
     ParseSlots,
     give_back_memory,
@@ -46,12 +45,11 @@ from listhygiene.service.store.jobs import (
     InsufficientCredits,
     StoredJob,
     create_file_job,
-    file_event_data,
-    file_paths,
     file_result_rows,
     get_job,
 )
 from listhygiene.service.upload import receive_file
+from listhygiene.service.wire import file_event_data, file_paths, iso, success
 from listhygiene.statuses import Facts
 
 __all__ = ["csv_cell", "install", "job_view"]

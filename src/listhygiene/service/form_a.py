@@ -4,7 +4,6 @@ This slice: ``POST /verify/single``, ``POST /verify/bulk`` and ``GET /credits``.
 """
 
 import time
-from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 
 from fastapi import Depends, FastAPI, Request
@@ -12,9 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from starlette.concurrency import run_in_threadpool
 
 from listhygiene.errors import FormABadRequest, FormAInsufficientCredits
-from listhygiene.service.app import read_body, verify_charged
 from listhygiene.service.auth import form_a_key
+from listhygiene.service.charging import verify_charged
+from listhygiene.service.request_body import read_body
 from listhygiene.service.store import ApiKeyRow, Store
+from listhygiene.service.wire import iso, success
 from listhygiene.statuses import Status
 
 __all__ = ["MAX_BULK", "build"]
@@ -38,18 +39,6 @@ class BulkRequest(BaseModel):
 
     emails: Annotated[list[StrictStr], Field(min_length=1, max_length=MAX_BULK)]
     check_smtp: StrictBool = True
-
-
-def success(data: Any) -> dict[str, Any]:
-    """Form A's success envelope."""
-    return {"success": True, "code": "0", "message": "Success", "data": data}
-
-
-def iso(moment: datetime) -> str:
-    """ISO 8601 UTC with a ``Z``."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def build(app: FastAPI) -> FastAPI:

@@ -18,10 +18,11 @@ from listhygiene.errors import (
     FormBInvalidRequest,
     FormBTimeout,
 )
-from listhygiene.service.app import read_body, verify_charged
 from listhygiene.service.auth import FormBKey, form_b_key
-from listhygiene.service.form_a import iso
+from listhygiene.service.charging import verify_charged
+from listhygiene.service.request_body import read_body
 from listhygiene.service.store import Store
+from listhygiene.service.wire import iso
 
 __all__ = ["build"]
 

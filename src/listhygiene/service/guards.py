@@ -11,7 +11,7 @@ way:
   protocol of ``bounded_httptools`` counts the bytes of a head as they arrive and closes the
   connection once it passes the bound, so a megabyte header line is never held, let alone served.
 
-JSON bodies are bounded per route by :func:`listhygiene.service.app.read_body`.
+JSON bodies are bounded per route by :func:`listhygiene.service.request_body.read_body`.
 """
 
 import importlib.util
@@ -76,7 +76,6 @@ def server_options() -> dict[str, Any]:
     """uvicorn settings that bound a request head whichever parser runs."""
     options: dict[str, Any] = {"h11_max_incomplete_event_size": MAX_HEAD_BYTES}
     if importlib.util.find_spec("httptools") is not None:
-        from listhygiene.service.bounded_httptools import BoundedHttpToolsProtocol
-
-        options["http"] = BoundedHttpToolsProtocol
+        # by name: uvicorn imports it (this module is imported by it, not the other way round)
+        options["http"] = "listhygiene.service.bounded_httptools:BoundedHttpToolsProtocol"
     return options

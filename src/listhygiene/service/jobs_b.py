@@ -24,9 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from starlette.concurrency import run_in_threadpool
 
 from listhygiene.errors import FormBInsufficientCredits, FormBInvalidRequest, FormBJobNotFound
-from listhygiene.service.app import read_body
+from listhygiene.results import VerificationResult
 from listhygiene.service.auth import FormBKey, form_b_key
-from listhygiene.service.form_a import iso
+from listhygiene.service.delivery import MAX_URL_LENGTH, guard_url
+from listhygiene.service.request_body import read_body
 from listhygiene.service.store.jobs import (
     FORM_B_RESULT_STATUSES,
     InsufficientCredits,
@@ -35,7 +36,7 @@ from listhygiene.service.store.jobs import (
     get_job,
     results_page,
 )
-from listhygiene.service.webhooks import MAX_URL_LENGTH, guard_url
+from listhygiene.service.wire import iso
 
 __all__ = ["MAX_BULK_EMAILS", "install", "job_view"]
 
@@ -95,7 +96,7 @@ def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
     ) -> dict[str, Any]:
         body = await read_body(request, BulkRequest, FormBInvalidRequest)
         if body.webhook_url is not None:
-            await guard_url(request, body.webhook_url, FormBInvalidRequest)
+            await guard_url(request.app.state, body.webhook_url, FormBInvalidRequest)
         try:
             job = await run_in_threadpool(
                 create_bulk_job,
@@ -147,5 +148,14 @@ def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
             "total": total,
             "limit": limit,
             "offset": offset,
-            "results": items,
+            "results": [result_item(email, result) for email, result in items],
         }
+
+
+def result_item(email: str, result: VerificationResult) -> dict[str, Any]:
+    """One item of a results page: form B's ``/verify`` answer for the submitted ``email``, with
+    the reason also inside ``result``."""
+    view = result.to_form_b()
+    view["email"] = email
+    view["result"] = {**view["result"], "reason": view["reason"]}
+    return view

@@ -57,6 +57,8 @@ class JobRunner:
         self._stopping = threading.Event()
         self._started = threading.Event()
         self._thread: threading.Thread | None = None
+        # held while a process is started, so that stop() never misses one started meanwhile
+        self._lock = threading.Lock()
 
     @property
     def pid(self) -> int | None:
@@ -73,8 +75,9 @@ class JobRunner:
 
     def stop(self) -> None:
         """Stop the runner: SIGTERM (its jobs released), SIGKILL after :data:`STOP_SECONDS`."""
-        self._stopping.set()
-        process = self._process
+        with self._lock:
+            self._stopping.set()
+            process = self._process
         if process is not None and process.poll() is None:
             process.terminate()
             try:
@@ -98,13 +101,16 @@ class JobRunner:
 
     def _supervise(self) -> None:
         wait = 1.0
-        while not self._stopping.is_set():
+        while True:
             started = time.monotonic()
-            try:
-                self._process = self._spawn()
-            finally:
-                self._started.set()
-            code = self._process.wait()
+            with self._lock:
+                try:
+                    if self._stopping.is_set():
+                        return
+                    process = self._process = self._spawn()
+                finally:
+                    self._started.set()
+            code = process.wait()
             if self._stopping.is_set():
                 return
             if time.monotonic() - started > 60:
@@ -130,7 +136,7 @@ async def run_jobs(config: ServeConfig, *, parent: int | None = None) -> None:
     ``parent``, die at once (releasing nothing, like a killed server) when that process is
     gone."""
     from listhygiene.engine import Engine, EngineSettings
-    from listhygiene.service.delivery import Outbox
+    from listhygiene.service.outbox import Outbox
     from listhygiene.service.store import Store
     from listhygiene.service.worker import JobWorker
 
@@ -168,12 +174,13 @@ def main() -> None:
     parent = int(os.environ.get(PARENT_VARIABLE) or 0) or None
     if parent is not None:
         _die_with_parent(parent)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s:     [jobs] %(message)s")
-    logging.getLogger("listhygiene").setLevel(logging.INFO)
-    # Below the server processes in the CPU's queue: on a busy machine a request goes first,
-    # a job takes what is left (docs/service.md, "Fairness").
+    # Below the server processes in the CPU's queue, from its first import on: on a busy
+    # machine a request (or a server starting) goes first, a job takes what is left
+    # (docs/service.md, "Fairness").
     with contextlib.suppress(OSError, AttributeError):
         os.nice(RUNNER_NICENESS)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s:     [jobs] %(message)s")
+    logging.getLogger("listhygiene").setLevel(logging.INFO)
     config = ServeConfig.from_json(text)
     try:
         import uvloop

@@ -5,7 +5,8 @@ Form A: ``POST /webhooks`` returns the webhook in the envelope, with its generat
 ``{message, webhook_id}``. Form B: the client gives the secret; create returns ``{id, url,
 events, is_active, created_at}``, list ``{webhooks, total}``, delete ``{id, deleted: true}``.
 Unknown events or a refused URL: 400 (``4000`` / ``INVALID_REQUEST``); an unknown or another
-key's id: 404 (``4040`` / ``NOT_FOUND``). Deliveries: :mod:`listhygiene.service.delivery`.
+key's id: 404 (``4040`` / ``NOT_FOUND``). Deliveries: :mod:`listhygiene.service.delivery` and
+:mod:`listhygiene.service.outbox`.
 """
 
 import secrets
@@ -20,14 +21,14 @@ from listhygiene.errors import (
     FormANotFound,
     FormBInvalidRequest,
     FormBNotFound,
-    ServiceError,
 )
-from listhygiene.service.app import read_body
 from listhygiene.service.auth import FormBKey, form_a_key, form_b_key
-from listhygiene.service.delivery import Outbox, UnsafeURL, check_url
-from listhygiene.service.form_a import iso, success
+from listhygiene.service.delivery import MAX_URL_LENGTH, guard_url
+from listhygiene.service.outbox import Outbox
+from listhygiene.service.request_body import read_body
 from listhygiene.service.store import ApiKeyRow, Store
 from listhygiene.service.store import webhooks as webhook_store
+from listhygiene.service.wire import iso, success
 
 __all__ = ["EVENTS", "install"]
 
@@ -35,7 +36,6 @@ EVENTS: dict[str, tuple[str, ...]] = {
     "a": ("file.completed", "file.failed"),
     "b": ("verification.completed", "bulk.completed", "bulk.failed", "credits.low"),
 }
-MAX_URL_LENGTH = 2048
 
 
 class CreateA(BaseModel):
@@ -56,24 +56,8 @@ async def _validate(request: Request, form: str, url: str, events: list[str]) ->
     unknown = [e for e in events if e not in EVENTS[form]]
     if unknown:
         raise bad(details=f"unknown events {', '.join(unknown)}; known: {', '.join(EVENTS[form])}")
-    await guard_url(request, url, bad)
+    await guard_url(request.app.state, url, bad)
     return list(dict.fromkeys(events))
-
-
-async def guard_url(request: Request, url: str, bad: type[ServiceError]) -> None:
-    """The rule for every URL the service will call (a registered webhook, a bulk submission's
-    ``webhook_url``): raises the form's 400 ``bad`` unless :func:`check_url` accepts it. The
-    outbox checks again before each attempt and connects to the address it checked."""
-    state = request.app.state
-    try:
-        await check_url(
-            url,
-            allow_http=getattr(state, "allow_http_webhooks", False),
-            allow_private=getattr(state, "allow_private_webhooks", False),
-            resolve=getattr(state, "webhook_resolver", None),
-        )
-    except UnsafeURL as exc:
-        raise bad(details=f"webhook URL refused: {exc}") from None
 
 
 def _shape_a(hook: webhook_store.WebhookRow, *, with_secret: bool = False) -> dict[str, Any]:

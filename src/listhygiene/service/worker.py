@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 from listhygiene.results import VerificationResult
+from listhygiene.service.events import announce_job
 from listhygiene.service.store import Store
 from listhygiene.service.store.jobs import (
     LostClaim,
@@ -181,7 +182,7 @@ class JobWorker:
                     last = time.monotonic()
             batch, buffer = buffer, []
             await self._save(job.id, batch, claimer)
-            await self._db(finish_job, self.store, job.id, claimer)
+            await self._db(finish_job, self.store, job.id, claimer, announce=announce_job)
         except LostClaim:
             log.warning("job %s was taken over by another worker", job.id)
         except asyncio.CancelledError:
@@ -211,6 +212,7 @@ class JobWorker:
                     _FAILURE_CODES[job.form],
                     f"Verification failed ({type(exc).__name__})",
                     claimer,
+                    announce=announce_job,
                 )
             except Exception as error:
                 log.warning("job %s could not be marked failed: %s", job.id, error)

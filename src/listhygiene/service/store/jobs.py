@@ -13,7 +13,12 @@ A job's life:
    ``job_results``), so a resumed job verifies and charges nothing twice, and writes the results
    in batches with :func:`save_results` (duplicates ignored; counts follow the rows inserted).
 4. :func:`finish_job` (or :func:`fail_job`) settles the credits once: the reserved credits that no
-   result used (unknown results are free) go back to the key.
+   result used (unknown results are free) go back to the key; the caller's ``announce`` queues
+   the job's event in the same transaction (``service/events.py``).
+
+The store returns records (:class:`StoredJob`, results as :class:`VerificationResult`); the
+forms turn them into wire payloads (``service/wire.py``, the routers), so that nothing here
+imports the service's HTTP or delivery code (issue 16).
 
 Each address is verified and charged once. Form B's counts (``processed``, ``valid`` …) count
 submitted rows, duplicates included, so that they reach ``total``; form A's count distinct
@@ -22,7 +27,7 @@ A form A row whose email cell holds no address (blank, a placeholder) has no add
 it is in the result file as invalid (``invalid_syntax``), free, and in no count.
 """
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,13 +37,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from listhygiene.engine.syntax import parse_address
 from listhygiene.results import VerificationResult
-from listhygiene.service import FORM_A_ROOT
 from listhygiene.service.store.models import Job, JobResult, JobRow, new_id, utcnow
 from listhygiene.service.store.store import Store
 
 __all__ = [
     "FORM_A_RESULT_FILTERS",
     "FORM_B_RESULT_STATUSES",
+    "Announce",
     "InsufficientCredits",
     "LostClaim",
     "StoredJob",
@@ -47,14 +52,11 @@ __all__ = [
     "create_bulk_job",
     "create_file_job",
     "fail_job",
-    "file_event_data",
-    "file_paths",
     "file_result_rows",
     "finish_job",
     "get_job",
     "heartbeat",
     "pending_addresses",
-    "process_seconds",
     "release_job",
     "results_page",
     "save_results",
@@ -327,6 +329,11 @@ def claim_job(store: Store, worker_id: str, *, stale_after: float = 60) -> Store
         .order_by(Job.created_at, Job.id)
         .limit(1)
     )
+    # A look first, without the write lock: an idle worker polls several times a second, and on
+    # SQLite each write transaction would queue the server processes' writes behind it.
+    with store.transaction() as conn:
+        if conn.execute(query).first() is None:
+            return None
     if store.backend == "postgresql":
         query = query.with_for_update(skip_locked=True)
     with store.transaction(write=True) as conn:
@@ -470,22 +477,40 @@ def _settle(store: Store, conn: Connection, job: StoredJob) -> None:
         store.refund_credits(job.api_key_id, unused, conn=conn)
 
 
-def finish_job(store: Store, job_id: str, worker_id: str | None = None) -> StoredJob | None:
+#: Called with the store, the closing transaction's connection and the closed job, to queue its
+#: event in that transaction (``service/events.py``).
+Announce = Callable[[Store, Connection, StoredJob], None]
+
+
+def finish_job(
+    store: Store,
+    job_id: str,
+    worker_id: str | None = None,
+    *,
+    announce: Announce | None = None,
+) -> StoredJob | None:
     """Complete the job and settle its credits, once; None if it was already settled."""
-    return _close(store, job_id, worker_id, status="completed")
+    return _close(store, job_id, worker_id, announce, status="completed")
 
 
 def fail_job(
-    store: Store, job_id: str, code: str, message: str, worker_id: str | None = None
+    store: Store,
+    job_id: str,
+    code: str,
+    message: str,
+    worker_id: str | None = None,
+    *,
+    announce: Announce | None = None,
 ) -> StoredJob | None:
     """Fail the job and settle its credits (only results saved are charged), once."""
-    return _close(store, job_id, worker_id, status="failed", code=code, message=message)
+    return _close(store, job_id, worker_id, announce, status="failed", code=code, message=message)
 
 
 def _close(
     store: Store,
     job_id: str,
     worker_id: str | None,
+    announce: Announce | None,
     *,
     status: str,
     code: str | None = None,
@@ -512,66 +537,9 @@ def _close(
         job = _read(conn, job_id)
         assert job is not None
         _settle(store, conn, job)
-        _announce(store, conn, job)
+        if announce is not None:
+            announce(store, conn, job)
         return job
-
-
-def _announce(store: Store, conn: Any, job: StoredJob) -> None:
-    """Queue the job's event in the transaction that closes it (a transactional outbox: the event
-    exists exactly when the job is closed, even across a crash): ``file.completed`` /
-    ``file.failed`` for form A's webhooks, ``bulk.completed`` / ``bulk.failed`` for form B's and
-    the submission's ``webhook_url``."""
-    from listhygiene.service.delivery import notify_sync
-
-    if job.form == "a":
-        event = "file.completed" if job.status == "completed" else "file.failed"
-        notify_sync(store, job.api_key_id, "a", event, file_event_data(job), conn=conn)
-        return
-    event = "bulk.completed" if job.status == "completed" else "bulk.failed"
-    data = {
-        "job_id": job.id,
-        "status": job.status,
-        "total": job.total,
-        "valid": job.valid,
-        "invalid": job.invalid,
-        "unknown": job.unknown,
-    }
-    notify_sync(store, job.api_key_id, "b", event, data, extra_url=job.webhook_url, conn=conn)
-
-
-def file_paths(job_id: str) -> tuple[str, str]:
-    """A file job's ``(status_url, download_url)``: paths from the server root (PRODUCT.md)."""
-    status_url = f"{FORM_A_ROOT}/verify/file/{job_id}"
-    return status_url, f"{status_url}/results"
-
-
-def process_seconds(job: StoredJob) -> float:
-    """Seconds from the job's first claim to its end (0 before it started)."""
-    if job.started_at is None or job.completed_at is None:
-        return 0.0
-    return round(max(0.0, (job.completed_at - job.started_at).total_seconds()), 3)
-
-
-def file_event_data(job: StoredJob) -> dict[str, Any]:
-    """The ``data`` of a ``file.completed`` / ``file.failed`` event (spec/form-a.md, Events)."""
-    _, download_url = file_paths(job.id)
-    completed = job.status == "completed"
-    return {
-        "job_id": job.id,
-        "file_name": job.file_name or "",
-        "total_emails": job.unique,
-        "valid_emails": job.valid,
-        "invalid_emails": job.invalid,
-        "role_emails": job.role,
-        "catchall_emails": job.catchall,
-        "unknown_emails": job.unknown,
-        "disposable_emails": job.disposable,
-        "credits_used": job.credits_used,
-        "process_time_seconds": process_seconds(job),
-        # The service keeps no result file of its own: it is rendered from the store on request.
-        "result_file_path": download_url if completed else "",
-        "download_url": download_url if completed else "",
-    }
 
 
 def file_result_rows(
@@ -622,8 +590,9 @@ def file_result_rows(
 
 def results_page(
     store: Store, job_id: str, status: str | None, limit: int, offset: int
-) -> tuple[int, list[dict[str, Any]]]:
-    """``(rows matching the filter, the page)``: one item per submitted row, in order."""
+) -> tuple[int, list[tuple[str, VerificationResult]]]:
+    """``(rows matching the filter, the page)``: one ``(submitted email, result)`` per submitted
+    row, in order (form B's route turns them into its items)."""
     joined = JobRow.__table__.join(
         JobResult.__table__,
         and_(JobResult.job_id == JobRow.job_id, JobResult.address == JobRow.address),
@@ -643,11 +612,4 @@ def results_page(
     with store.transaction() as conn:
         total = conn.execute(count).scalar_one()
         rows = conn.execute(page).all()
-    return total, [_item(email, raw) for email, raw in rows]
-
-
-def _item(email: str, raw: str) -> dict[str, Any]:
-    view = VerificationResult.model_validate_json(raw).to_form_b()
-    view["email"] = email
-    view["result"] = {**view["result"], "reason": view["reason"]}
-    return view
+    return total, [(email, VerificationResult.model_validate_json(raw)) for email, raw in rows]
