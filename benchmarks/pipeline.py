@@ -1,10 +1,12 @@
-"""Pipeline benchmark: ``listhygiene clean --no-smtp`` on a generated million-row CSV.
+"""Pipeline benchmark: ``listhygiene clean --no-smtp`` on a generated CRM-like table.
 
     .venv/bin/python benchmarks/pipeline.py [--rows 1000000] [--domains 2000] [--seed 1]
-        [--keep] [--json]
+        [--input csv|parquet|postgres] [--cold] [--keep] [--json]
 
-The issue's target: a generated 1,000,000-row CSV, ``--no-smtp``, over a sandbox world, in at
-most 60 s wall time and 2 GiB peak memory on 2 cores.
+Issue 16's targets: 1,000,000 rows in at most 10 s wall time, 10,000,000 in at most 60 s, and at
+most 1 GiB of peak memory of the whole process tree at both sizes, on 2 cores, quality checks on
+every row; the same through a Parquet input and a PostgreSQL table. The machine is shared: the
+load average before and after the run is printed with the figures.
 
 Set-up (not timed): a world is generated from the seed
 (:func:`listhygiene.sandbox.generate.generate_world`, default mix) with as many addresses as the
@@ -15,12 +17,17 @@ written with pyarrow: every world address once, about 30 % of the address rows r
 ...), broken syntax, mixed case, surrounding whitespace (NBSP and tabs too), display names and
 ``mailto:`` prefixes.
 
-Measured: the real command, ``listhygiene clean CSV --out DIR --no-smtp``, as a subprocess with
-the sandbox's settings in its environment. Wall time is ``time.perf_counter()`` around the
-process (interpreter start, imports and exit included); peak memory is the child's own
-``ru_maxrss`` from ``os.wait4`` (not ``RUSAGE_CHILDREN``, which would also count the sandbox's
-``up`` process); RSS is also sampled every 50 ms to tell which phase holds the peak. The run's own
-phase timings come from ``summary.json``.
+``--input parquet`` writes the same rows as Parquet, ``--input postgres`` into a table of the
+PostgreSQL database ``LISTHYGIENE_BENCH_PG`` (default the test database), both before timing.
+
+Measured: the real command, ``listhygiene clean INPUT --out DIR --no-smtp``, as a subprocess
+with the sandbox's settings in its environment and a verdict store of its own (a first cleaning:
+every verdict is kept). Bytecode caches are warm, as after an install (``--cold``: none). Wall
+time is ``time.perf_counter()`` around the process (interpreter start, imports and exit
+included); peak memory is the larger of the child's own ``ru_maxrss`` and the largest sum of
+``VmRSS`` over the child and its descendants, sampled every 50 ms (which also tells which phase
+holds the peak; the sandbox's ``up`` process is not counted). The run's own phase timings come
+from ``summary.json``.
 
 Checked (cheaply): the summary counts every row, the quality checks passed, the Parquet files hold
 every row, the rows per status are exactly what the world says without SMTP (invalid: broken
@@ -54,9 +61,22 @@ from listhygiene.sandbox.generate import GeneratedWorld, generate_world
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine import SandboxProcess
 
-#: The issue's targets.
-TARGET_WALL_SECONDS = 60.0
-TARGET_PEAK_BYTES = 2 * 2**30
+#: Issue 16's targets: 1,000,000 rows in 10 s, 10,000,000 in 60 s (in between and beyond: the
+#: larger of 10 s and 6 s a million rows), and 1 GiB of the process tree at any size.
+TARGET_PEAK_BYTES = 2**30
+#: Where the PostgreSQL input goes (``--input postgres``).
+PG_URL = os.environ.get("LISTHYGIENE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
+PG_TABLE = "listhygiene_bench_contacts"
+#: Where the benchmark keeps bytecode caches (``--cold`` does without).
+PYCACHE = (
+    Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "listhygiene-bench-pycache"
+)
+
+
+def target_wall_seconds(rows: int) -> float:
+    return max(10.0, 6.0 * rows / 1_000_000)
+
+
 #: What the command takes from ``sandbox up``'s exported settings.
 SANDBOX_SETTINGS = (
     "LISTHYGIENE_DNS_SERVER",
@@ -277,15 +297,60 @@ def write_csv(
     }
 
 
+def warm_bytecode(env: dict[str, str]) -> None:
+    """Bytecode caches as a normal install has them (pip compiles on install; this environment
+    sets ``PYTHONDONTWRITEBYTECODE``, which makes every start compile GX and SQLAlchemy
+    again): in a folder of the benchmark's own, kept between runs, filled before the timed run."""
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+    modules = (
+        "listhygiene.cli, listhygiene.pipeline.run, listhygiene.pipeline.quality, "
+        "listhygiene.verdicts.store, great_expectations, duckdb, pandas"
+    )
+    subprocess.run([sys.executable, "-c", f"import {modules}"], env=env, check=True)
+
+
+def prepare_input(kind: str, csv_path: Path, tmp: Path) -> list[str]:
+    """The CSV as ``kind`` (not timed); the arguments that name it to ``clean``."""
+    if kind == "csv":
+        return [str(csv_path)]
+    table = pacsv.read_csv(
+        csv_path, convert_options=pacsv.ConvertOptions(column_types={"id": pa.int64()})
+    )
+    table = table.cast(
+        pa.schema(
+            [pa.field(f.name, pa.int64() if f.name == "id" else pa.string()) for f in table.schema]
+        )
+    )
+    if kind == "parquet":
+        path = tmp / "contacts.parquet"
+        pq.write_table(table, path)
+        return [str(path)]
+    import psycopg
+
+    with psycopg.connect(PG_URL) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {PG_TABLE}")
+        columns = ", ".join(
+            f"{name} {'bigint' if name == 'id' else 'text'}" for name in table.column_names
+        )
+        conn.execute(f"CREATE TABLE {PG_TABLE} ({columns})")
+        with conn.cursor().copy(f"COPY {PG_TABLE} FROM STDIN") as copy:
+            for batch in table.to_batches(100_000):
+                for row in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+                    copy.write_row(row)
+    return [PG_URL, "--table", PG_TABLE]
+
+
 # -- the run -------------------------------------------------------------------------------------
 
 
 class _RssSampler(threading.Thread):
-    """Samples a process's resident set size (``VmRSS``) every ``interval`` seconds."""
+    """Samples the resident set size (``VmRSS``) of a process and all its descendants, summed,
+    every ``interval`` seconds (the issue's target is the whole process tree's)."""
 
     def __init__(self, pid: int, started: float, interval: float = 0.05) -> None:
         super().__init__(daemon=True)
-        self.path = Path(f"/proc/{pid}/status")
+        self.pid = pid
         self.started = started
         self.interval = interval
         self.samples: list[tuple[float, int]] = []  # (seconds since start, bytes)
@@ -293,23 +358,43 @@ class _RssSampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stopping.is_set():
-            try:
-                for line in self.path.read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        rss = int(line.split()[1]) * 1024
-                        self.samples.append((time.perf_counter() - self.started, rss))
-                        break
-            except (OSError, ValueError):
+            total = sum(_rss(pid) for pid in _tree(self.pid))
+            if not total:
                 return
+            self.samples.append((time.perf_counter() - self.started, total))
             self.stopping.wait(self.interval)
 
 
-def run_clean(csv_path: Path, out: Path, env: dict[str, str]) -> dict[str, Any]:
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (from ``/proc/<pid>/task/<tid>/children``)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return found
+
+
+def _rss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def run_clean(source: list[str], out: Path, env: dict[str, str]) -> dict[str, Any]:
     """Run ``listhygiene clean --no-smtp`` as a subprocess; wall time, peak memory, CPU, output."""
     command = [
         str(Path(sys.executable).parent / "listhygiene"),
         "clean",
-        str(csv_path),
+        *source,
         "--out",
         str(out),
         "--no-smtp",
@@ -337,7 +422,10 @@ def run_clean(csv_path: Path, out: Path, env: dict[str, str]) -> dict[str, Any]:
         "output": log.read_text(errors="replace"),
         "epoch": epoch,
         "wall_seconds": wall,
-        "peak_rss_bytes": usage.ru_maxrss * 1024,  # KiB on Linux
+        # the process's own high-water mark, or the tree's largest sampled sum if larger
+        "peak_rss_bytes": max(
+            [usage.ru_maxrss * 1024] + [rss for _, rss in sampler.samples]  # KiB on Linux
+        ),
         "cpu_user_seconds": usage.ru_utime,
         "cpu_system_seconds": usage.ru_stime,
         "samples": sampler.samples,
@@ -381,14 +469,23 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     expected = write_csv(generated, counts, args.seed, csv_path)
     csv_seconds = time.perf_counter() - started
     out = tmp / "out"
+    started = time.perf_counter()
+    source = prepare_input(args.input, csv_path, tmp)
+    input_seconds = time.perf_counter() - started
 
     with SandboxProcess(world_path, tmp / "state") as sandbox:
         env = {
             **os.environ,
             **{k: sandbox.exports[k] for k in SANDBOX_SETTINGS},
             "LISTHYGIENE_HELO": "bench.test",
+            # a store of the run's own: a first cleaning of the list, every address verified
+            "LISTHYGIENE_VERDICTS": f"sqlite:///{tmp / 'verdicts.sqlite'}",
         }
-        figures = run_clean(csv_path, out, env)
+        if not args.cold:
+            warm_bytecode(env)
+        load_before = os.getloadavg()
+        figures = run_clean(source, out, env)
+        load_after = os.getloadavg()
 
     report: dict[str, Any] = {
         "seed": args.seed,
@@ -396,7 +493,13 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "domains": domains,
         "world_addresses": len(generated.addresses),
         "cpus": os.cpu_count(),
-        "setup_seconds": {"world": round(world_seconds, 2), "csv": round(csv_seconds, 2)},
+        "setup_seconds": {
+            "world": round(world_seconds, 2),
+            "csv": round(csv_seconds, 2),
+            "input": round(input_seconds, 2),
+        },
+        "input": args.input,
+        "load_average": {"before": load_before, "after": load_after},
         "csv_mb": round(expected["size_bytes"] / 1e6, 1),
         "csv_path": str(csv_path),
         "command": " ".join(figures["command"]),
@@ -406,7 +509,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "peak_rss_mib": round(figures["peak_rss_bytes"] / 2**20, 1),
         "cpu_seconds": round(figures["cpu_user_seconds"] + figures["cpu_system_seconds"], 2),
         "targets": {
-            "wall_seconds": TARGET_WALL_SECONDS,
+            "wall_seconds": target_wall_seconds(args.rows),
             "peak_rss_mib": TARGET_PEAK_BYTES / 2**20,
         },
     }
@@ -463,7 +566,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     report["expected_distinct_addresses"] = expected["distinct_addresses"]
     report["expected_empty_email"] = expected["empty_email"]
     report["targets_met"] = bool(
-        figures["wall_seconds"] <= TARGET_WALL_SECONDS
+        figures["wall_seconds"] <= target_wall_seconds(args.rows)
         and figures["peak_rss_bytes"] <= TARGET_PEAK_BYTES
     )
     return report
@@ -474,7 +577,8 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
 def _human(r: dict[str, Any]) -> str:
     lines = [
-        f"input        {r['rows']:,} rows, {r['csv_mb']} MB CSV; world seed {r['seed']}: "
+        f"input        {r['rows']:,} rows ({r['input']}), {r['csv_mb']} MB as CSV; world seed "
+        f"{r['seed']}: "
         f"{r['domains']:,} domains, {r['world_addresses']:,} addresses "
         f"(set-up: world {r['setup_seconds']['world']} s, CSV {r['setup_seconds']['csv']} s)",
         f"command      {r['command']}",
@@ -485,10 +589,13 @@ def _human(r: dict[str, Any]) -> str:
     s = r["phase_seconds"]
     mem = r["phase_peak_rss_mib"]
     lines += [
-        f"wall time    {r['wall_seconds']:.2f} s (target <= {TARGET_WALL_SECONDS:.0f} s), "
+        f"wall time    {r['wall_seconds']:.2f} s (target <= {r['targets']['wall_seconds']:.0f} s), "
         f"{r['rows_per_second']:,} rows/s; CPU {r['cpu_seconds']:.2f} s on {r['cpus']} CPUs",
-        f"peak memory  {r['peak_rss_mib']:.1f} MiB RSS (target <= {TARGET_PEAK_BYTES / 2**20:.0f} "
-        "MiB)",
+        f"peak memory  {r['peak_rss_mib']:.1f} MiB RSS of the process tree (target <= "
+        f"{TARGET_PEAK_BYTES / 2**20:.0f} MiB)",
+        "load         1-min load average {:.2f} before, {:.2f} after (2 cores shared)".format(
+            r["load_average"]["before"][0], r["load_average"]["after"][0]
+        ),
         "phases       "
         + ", ".join(
             f"{p} {s[p]:.2f} s"
@@ -519,6 +626,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--domains", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="no bytecode caches: every import compiles (as with PYTHONDONTWRITEBYTECODE)",
+    )
+    parser.add_argument(
+        "--input",
+        choices=("csv", "parquet", "postgres"),
+        default="csv",
+        help="what clean reads: the CSV, the same rows as Parquet, or as a PostgreSQL table",
+    )
     parser.add_argument(
         "--keep", action="store_true", help="keep the CSV, the world and the outputs"
     )

@@ -1,0 +1,171 @@
+"""The pipeline's public entry points: :func:`clean`, :func:`aclean`, :func:`submit`,
+:func:`asubmit` (docs/pipeline.md). They check their options and hand the work to
+:class:`~listhygiene.pipeline.runner.Run`."""
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from listhygiene.engine import EngineSettings
+from listhygiene.pipeline.backends import Backend, JobRef
+from listhygiene.pipeline.result import CleanResult, _remove_tree
+from listhygiene.pipeline.runner import Progress, Run
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from listhygiene.verdicts import VerdictStore
+
+__all__ = ["aclean", "asubmit", "clean", "submit"]
+
+
+def clean(source: Any, out: str | os.PathLike[str] | None = None, **options: Any) -> CleanResult:
+    """Clean an address table; see :func:`aclean` for the options. Blocking, for scripts and
+    notebooks (where an event loop may already run: the work then runs on a worker thread)."""
+    from listhygiene.engine.sync import _run
+
+    return _run(aclean(source, out, **options))
+
+
+async def aclean(
+    source: Any,
+    out: str | os.PathLike[str] | None = None,
+    *,
+    email_column: str | None = None,
+    table: str | None = None,
+    query: str | None = None,
+    encoding: str | None = None,
+    backend: str | Backend = "local",
+    check_smtp: bool | None = None,
+    settings: EngineSettings | None = None,
+    quality: str = "fail",
+    retry_unknown_after: float | None = None,
+    accept_unreachable: bool = False,
+    verdicts: "str | VerdictStore | None" = None,
+    max_age: "str | float | Mapping[str, float] | None" = None,
+    fresh: bool = False,
+    progress: Progress | None = None,
+    **engine_overrides: Any,
+) -> CleanResult:
+    """Clean ``source`` (a file path, a SQLAlchemy URL with ``table`` or ``query``, a pandas
+    DataFrame or an Arrow table) into ``out`` (a folder or filesystem URL; when None, a
+    temporary folder that lives as long as the result: see :meth:`CleanResult.close`).
+
+    ``check_smtp`` defaults to the engine settings' (``LISTHYGIENE_CHECK_SMTP``, on by default).
+    ``quality="warn"`` publishes the outputs even when a data-quality check fails (the summary
+    says so); ``retry_unknown_after`` (seconds) verifies again, after that delay, the addresses
+    that ended unknown for a temporary reason (greylisting, rate limits, time-outs).
+
+    When most domains cannot be reached on port 25 (the run's health problem) the run raises
+    :class:`UnreachableError` and publishes nothing, unless ``accept_unreachable`` is true.
+
+    ``verdicts``: the verdict store whose fresh verdicts are reused and which keeps every new one
+    (a :class:`~listhygiene.verdicts.VerdictStore`, a SQLAlchemy URL, or ``"none"``; by default
+    ``LISTHYGIENE_VERDICTS``, else ``verdicts.sqlite`` in the user's cache directory);
+    ``max_age`` how old a reused verdict may be (``"30d"``, ``"valid=14d,risky=1d"``, seconds, or
+    a mapping of status to seconds); ``fresh`` verifies everything again (and updates the store).
+    """
+    if quality not in ("fail", "warn"):
+        raise ValueError("quality must be 'fail' or 'warn'")
+    temporary = out is None
+    if out is None:  # a folder of the result's own, removed with it (docs/pipeline.md)
+        import tempfile
+
+        out = tempfile.mkdtemp(prefix="listhygiene-")
+    run = _make_run(
+        source,
+        out,
+        {
+            "email_column": email_column,
+            "table": table,
+            "query": query,
+            "encoding": encoding,
+            "backend": backend,
+            "check_smtp": check_smtp,
+            "settings": settings,
+            "quality": quality,
+            "retry_unknown_after": retry_unknown_after,
+            "accept_unreachable": accept_unreachable,
+            "verdicts": verdicts,
+            "max_age": max_age,
+            "fresh": fresh,
+            "progress": progress,
+            **engine_overrides,
+        },
+    )
+    try:
+        result = await run.execute()
+    except BaseException:
+        if temporary:
+            _remove_tree(os.fspath(out))
+        raise
+    if temporary:
+        result.own_folder()
+    return result
+
+
+def submit(source: Any, out: str | os.PathLike[str], **options: Any) -> list[JobRef]:
+    """Blocking :func:`asubmit`."""
+    from listhygiene.engine.sync import _run
+
+    return _run(asubmit(source, out, **options))
+
+
+async def asubmit(source: Any, out: str | os.PathLike[str], **options: Any) -> list[JobRef]:
+    """Read ``source`` and submit its addresses to a resumable (remote) backend, without waiting:
+    the jobs the run waits on, recorded in ``out``'s work folder. :func:`aclean` with the same
+    arguments later reads their results instead of submitting again (an orchestrator defers in
+    between: Airflow's deferrable operator, a Dagster sensor).
+
+    Jobs already recorded and not yet read are returned as they are, and nothing more is
+    submitted. A backend whose jobs live in this process (the local engine) submits nothing:
+    the list is empty, and :func:`aclean` does all the work.
+    """
+    options.setdefault("progress", None)
+    run = _make_run(source, out, options)
+    return await run.submit_only()
+
+
+def _make_run(source: Any, out: str | os.PathLike[str], options: dict[str, Any]) -> Run:
+    known = {
+        "email_column",
+        "table",
+        "query",
+        "encoding",
+        "backend",
+        "check_smtp",
+        "settings",
+        "quality",
+        "retry_unknown_after",
+        "accept_unreachable",
+        "verdicts",
+        "max_age",
+        "fresh",
+        "progress",
+    }
+    engine_overrides = {k: v for k, v in options.items() if k not in known}
+    return Run(
+        source=source,
+        out=_absolute(out),
+        email_column=options.get("email_column"),
+        table=options.get("table"),
+        query=options.get("query"),
+        encoding=options.get("encoding"),
+        backend=options.get("backend", "local"),
+        check_smtp=options.get("check_smtp"),
+        settings=options.get("settings"),
+        engine_overrides=engine_overrides,
+        quality_mode=options.get("quality", "fail"),
+        retry_unknown_after=options.get("retry_unknown_after"),
+        accept_unreachable=bool(options.get("accept_unreachable", False)),
+        verdicts_option=options.get("verdicts"),
+        max_age=options.get("max_age"),
+        fresh=bool(options.get("fresh", False)),
+        progress=options.get("progress") or (lambda phase, done, total: None),
+    )
+
+
+def _absolute(out: str | os.PathLike[str]) -> str:
+    """A local folder as an absolute path (the result stays usable after a chdir); URLs as
+    given."""
+    text = os.fspath(out)
+    return text if "://" in text else os.path.abspath(text)

@@ -1,0 +1,94 @@
+"""What a run produced: :class:`CleanResult`, its summary and a DataFrame per status."""
+
+import dataclasses
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from listhygiene.pipeline.outputs import OutputFolder
+from listhygiene.statuses import Status
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["STATUSES", "CleanResult"]
+
+#: Every status gets its file, in this order.
+STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
+
+
+@dataclasses.dataclass
+class CleanResult:
+    """What a run produced: the summary, and a DataFrame per status on demand."""
+
+    out: str
+    summary: dict[str, Any]
+    _frames: dict[str, "pd.DataFrame"] = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def files(self) -> dict[str, str]:
+        return {s: f"{self.out.rstrip('/')}/{s}.parquet" for s in STATUSES}
+
+    @property
+    def report(self) -> str:
+        return f"{self.out.rstrip('/')}/report.html"
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(self.summary["rows"]["by_status"])
+
+    @property
+    def quality(self) -> dict[str, Any]:
+        """The data-quality checks: ``passed``, ``mode`` and each check's result."""
+        return dict(self.summary["quality"])
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.summary["quality"]["passed"])
+
+    def frame(self, status: str) -> "pd.DataFrame":
+        """The rows of one status as a DataFrame (read on first use)."""
+        if status not in STATUSES:
+            raise KeyError(f"{status!r} is not a status; one of {', '.join(STATUSES)}")
+        if status not in self._frames:
+            folder = OutputFolder(self.out)
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(folder.final(f"{status}.parquet"), filesystem=folder.fs)
+            self._frames[status] = table.to_pandas()
+        return self._frames[status]
+
+    @property
+    def frames(self) -> dict[str, "pd.DataFrame"]:
+        return {s: self.frame(s) for s in STATUSES}
+
+    def __getitem__(self, status: str) -> "pd.DataFrame":
+        return self.frame(status)
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{s}={n}" for s, n in self.counts.items() if n)
+        return f"<CleanResult {self.out}: {self.summary['rows']['total']} rows ({counts})>"
+
+    # -- a temporary output folder (clean() without one): it lives as long as the result --------
+
+    def own_folder(self) -> None:
+        """Remove :attr:`out` when this result is closed or garbage-collected (or at exit):
+        the frames are read from its files on demand, so it must outlive nothing but them."""
+        self._finalizer = weakref.finalize(self, _remove_tree, self.out)
+
+    def close(self) -> None:
+        """Remove a temporary output folder now; frames already read stay usable."""
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer()
+
+    def __enter__(self) -> "CleanResult":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _remove_tree(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,134 @@
+"""``summary.json``: what a run did, built once at its end from what each stage tallied.
+
+The shape is the product's (docs/pipeline.md, "Summary"); :class:`Summary` holds the facts,
+frozen, and :meth:`Summary.as_dict` spells them in that shape.
+"""
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from listhygiene._version import __version__
+from listhygiene.pipeline.result import STATUSES
+from listhygiene.pipeline.writer import Written
+
+__all__ = ["Summary", "run_health", "uncertain_credits"]
+
+#: Domains listed in ``top_domains``.
+TOP_DOMAINS = 15
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The facts of one finished run."""
+
+    #: The source as detected (:class:`~listhygiene.pipeline.sources.SourceInfo`).
+    info: Any
+    email_column: str
+    out: str
+    backend: str
+    check_smtp: bool | None
+    rows: int
+    bad_records: list[dict[str, Any]]
+    distinct: int
+    written: Written
+    #: ``verified``, ``reused``, ``retried`` addresses.
+    counters: Mapping[str, int]
+    resumed: bool
+    uncertain_credits: Mapping[str, int]
+    started_at: datetime
+    timings: Mapping[str, float]
+    health: Mapping[str, Any]
+    quality: Mapping[str, Any]
+    verdicts: Mapping[str, int]
+    verdict_store: Mapping[str, Any] | None = None
+    finished_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def as_dict(self) -> dict[str, Any]:
+        written = self.written
+        by_status = {s: int(written.by_status[s]) for s in STATUSES}
+        per_domain: dict[str, Counter[str]] = {}
+        for (domain, status), n in written.domains.items():
+            if domain:
+                per_domain.setdefault(domain, Counter())[status] += n
+        top = sorted(per_domain.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+        summary: dict[str, Any] = {
+            "listhygiene_version": __version__,
+            "input": {
+                "name": self.info.name,
+                "kind": self.info.kind,
+                "encoding": self.info.encoding,
+                "delimiter": self.info.delimiter,
+                "email_column": self.email_column,
+                "rows": self.rows,
+                "bad_records": self.bad_records,
+            },
+            "output": {
+                "folder": self.out,
+                "files": {s: {"path": f"{s}.parquet", "rows": by_status[s]} for s in STATUSES},
+            },
+            "backend": {"name": self.backend, "check_smtp": self.check_smtp},
+            "rows": {
+                "total": self.rows,
+                "by_status": by_status,
+                "by_reason": dict(sorted(written.reasons.items())),
+                "empty_email": written.blank,
+            },
+            "addresses": {
+                "distinct": self.distinct,
+                "duplicate_rows": self.rows - written.blank - self.distinct,
+                "verified": int(self.counters.get("verified", 0)),
+                "reused": int(self.counters.get("reused", 0)),
+                "retried": int(self.counters.get("retried", 0)),
+                "resumed": self.resumed,
+            },
+            "credits": {"used": int(written.credits), **self.uncertain_credits},
+            "top_domains": [
+                {"domain": d, "rows": sum(c.values()), "by_status": dict(c)}
+                for d, c in top[:TOP_DOMAINS]
+            ],
+            "timings": {
+                "started_at": _iso(self.started_at),
+                "finished_at": _iso(self.finished_at),
+                "seconds": {k: round(v, 3) for k, v in self.timings.items()},
+            },
+            "health": {**self.health, "accepted": bool(self.health.get("problem"))},
+            "quality": dict(self.quality),
+            "verdicts": dict(self.verdicts),
+        }
+        if self.verdict_store is not None:
+            summary["verdict_store"] = dict(self.verdict_store)
+        return summary
+
+
+def uncertain_credits(backend: Any) -> dict[str, int]:
+    """``{"uncertain": N}`` when requests the backend sent may have been charged without their
+    answer arriving (form A batches that timed out: docs/backends.md); else nothing."""
+    uncertain = int(getattr(backend, "uncertain_credits", 0) or 0)
+    return {"uncertain": uncertain} if uncertain else {}
+
+
+def run_health(
+    stored: Mapping[str, Any] | None, current: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The health of the whole run: what earlier attempts of a resumed run measured, plus this
+    attempt's (a resumed run that probes nothing must not forget that the first one could not
+    reach port 25)."""
+    from listhygiene.engine.health import RunHealth
+
+    counts = ("domains_probed", "domains_reached", "domains_unreachable", "domains_blocked")
+    if not stored and not current:
+        return {}
+    health = RunHealth(
+        **{
+            name: int((stored or {}).get(name, 0)) + int((current or {}).get(name, 0))
+            for name in counts
+        }
+    )
+    return health.as_dict()
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
