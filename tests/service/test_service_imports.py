@@ -1,6 +1,7 @@
 """The service's modules import one another in one direction (issue 16, item 4): the store
 imports nothing of the service above it, the routers import no helpers of the app or of another
-router, and no module imports one that imports it back. Read from the source (``ast``), so a
+router, and no module imports one that imports it back; every module is in a layer of
+``.importlinter``'s service-layers contract. Read from the source (``ast``), so a
 lazy import inside a function counts too."""
 
 import ast
@@ -73,3 +74,23 @@ def test_no_import_circles() -> None:
     # the package's own __init__ holds constants only: every module may import it
     circles = [m for m in graph if m != "listhygiene.service" and m in reaches(m)]
     assert not circles, circles
+
+
+def test_every_module_of_the_service_is_in_a_layer_of_the_import_contract() -> None:
+    # .importlinter's service-layers contract only checks the modules it names: a new module
+    # left out of it would escape the layering (docs/service.md, "The code").
+    from importlinter.api import read_configuration
+
+    config = Path(__file__).resolve().parents[2] / ".importlinter"
+    contracts = read_configuration(str(config))["contracts_options"]
+    (layers,) = [c for c in contracts if c["id"] == "service-layers"]
+    placed = {
+        module.strip()
+        for layer in layers["layers"]
+        for module in layer.replace(":", "|").split("|")
+    }
+    modules = {m for m in _graph() if m != "listhygiene.service"}
+    unplaced = {m for m in modules if not any(m == p or m.startswith(p + ".") for p in placed)}
+    assert not unplaced, f"not in a layer of .importlinter's service-layers: {sorted(unplaced)}"
+    assert "listhygiene.service.store" in placed
+    assert "listhygiene.service.app" in placed
