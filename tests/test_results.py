@@ -6,7 +6,13 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from listhygiene.results import DomainReputation, VerificationResult, arrow_schema, to_arrow
+from listhygiene.results import (
+    FORM_A_FIELDS,
+    DomainReputation,
+    VerificationResult,
+    arrow_schema,
+    to_arrow,
+)
 from listhygiene.statuses import DnsOutcome, Facts, MailboxOutcome, Reason, Status
 
 # spec/form-a.md, "Verification result", in the table's order
@@ -188,5 +194,12 @@ def test_arrow_schema_and_table() -> None:
     row = table.to_pylist()[0]
     assert row["domain_reputation"]["mx_ip"] == "127.1.0.9"
     internal = to_arrow([disposable_but_accepted()], internal=True)
-    assert internal.schema.names[-3:] == ["dns", "mailbox", "undetermined_reason"]
+    assert internal.schema.names[-5:] == [
+        "dns",
+        "mailbox",
+        "undetermined_reason",
+        "suggestion",
+        "mx_provider",
+    ]
+    assert schema.names == list(FORM_A_FIELDS)  # the extra columns only in the internal one
     assert internal.column("mailbox").to_pylist() == ["accepted"]

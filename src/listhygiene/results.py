@@ -28,11 +28,13 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
+    "EXTRA_FIELDS",
     "FORM_A_BATCH_FIELDS",
     "FORM_A_FIELDS",
     "DomainReputation",
     "VerificationResult",
     "arrow_schema",
+    "extra_fields",
     "to_arrow",
 ]
 
@@ -72,6 +74,13 @@ class VerificationResult(BaseModel):
     dns: DnsOutcome = DnsOutcome.NOT_CHECKED
     mailbox: MailboxOutcome = MailboxOutcome.NOT_CHECKED
     undetermined_reason: Reason | None = None
+    # Not in form A's table either (docs/results.md, "Extra columns"): advice beside the verdict.
+    #: The address likely meant, when the domain looks like a typo (``gmial.com``); never
+    #: changes ``email`` or the status.
+    suggestion: str | None = None
+    #: Who runs the domain's mail, from its MX host names (``google``, ``microsoft``,
+    #: ``self_hosted``, ``other``, ...; engine/providers.py); None without a mail host.
+    mx_provider: str | None = None
 
     @classmethod
     def from_facts(
@@ -83,6 +92,8 @@ class VerificationResult(BaseModel):
         mx_records: Iterable[str] = (),
         domain_reputation: DomainReputation | None = None,
         response_time: int = 0,
+        suggestion: str | None = None,
+        mx_provider: str | None = None,
     ) -> "VerificationResult":
         """Build a result by applying the decision table to what was measured."""
         verdict = decide(facts)
@@ -105,6 +116,8 @@ class VerificationResult(BaseModel):
             dns=facts.dns,
             mailbox=facts.mailbox,
             undetermined_reason=facts.undetermined_reason,
+            suggestion=suggestion,
+            mx_provider=mx_provider,
         )
 
     @property
@@ -187,6 +200,8 @@ class VerificationResult(BaseModel):
             update["is_deliverable"] = bool(flags["deliverable"])
         if data.get("credits_used") is not None:
             update["credits_used"] = int(data["credits_used"])
+        if isinstance(data.get("did_you_mean"), str) and data["did_you_mean"]:
+            update["suggestion"] = data["did_you_mean"]
         # The service's own score, where form A's status says the same as form B's.
         if data.get("score") is not None and _SAME_STATUS.get(result.status) is b_status:
             update["score"] = float(data["score"])
@@ -197,9 +212,9 @@ class VerificationResult(BaseModel):
 
     def to_form_b(self) -> dict[str, Any]:
         """Form B's single verification result: ``email, status, result, score, reason,
-        credits_used``."""
+        credits_used``, and ``did_you_mean`` when the domain looks like a typo."""
         status, reason = self.form_b_status()
-        return {
+        view: dict[str, Any] = {
             "email": self.email,
             "status": status.value,
             "result": self.form_b_result_object(),
@@ -207,6 +222,9 @@ class VerificationResult(BaseModel):
             "reason": reason.value if reason else None,
             "credits_used": self.credits_used,
         }
+        if self.suggestion:  # only when there is one (docs/results.md, "Form B")
+            view["did_you_mean"] = self.suggestion
+        return view
 
     def _form_b_score(self, status: FormBStatus) -> float:
         if status is FormBStatus.VALID and not self.smtp_check:
@@ -230,7 +248,8 @@ class VerificationResult(BaseModel):
     # -- rows -----------------------------------------------------------------------------------
 
     def to_row(self, *, internal: bool = False) -> dict[str, Any]:
-        """A flat dict matching :func:`arrow_schema` (``internal`` adds the facts columns)."""
+        """A flat dict matching :func:`arrow_schema` (``internal`` adds the facts columns and
+        the extra ones)."""
         row = self.model_dump(mode="json", include=set(FORM_A_FIELDS))
         if internal:
             row.update(
@@ -239,6 +258,8 @@ class VerificationResult(BaseModel):
                 undetermined_reason=(
                     self.undetermined_reason.value if self.undetermined_reason else None
                 ),
+                suggestion=self.suggestion,
+                mx_provider=self.mx_provider,
             )
         return row
 
@@ -275,7 +296,10 @@ FORM_A_BATCH_FIELDS: tuple[str, ...] = (
     "credits_used",
 )
 INTERNAL_FIELDS: tuple[str, ...] = ("dns", "mailbox", "undetermined_reason")
-_ALL_FIELDS = frozenset(FORM_A_FIELDS + INTERNAL_FIELDS)
+#: Columns the pipeline writes after form A's only when asked (``--columns``,
+#: ``extra_columns=``; docs/results.md, "Extra columns").
+EXTRA_FIELDS: tuple[str, ...] = ("suggestion", "mx_provider")
+_ALL_FIELDS = frozenset(FORM_A_FIELDS + INTERNAL_FIELDS + EXTRA_FIELDS)
 
 
 def _infer_dns(status: Status, reason: Reason | None) -> DnsOutcome:
@@ -369,7 +393,7 @@ def arrow_schema(*, internal: bool = False) -> "pa.Schema":
     """The explicit Arrow schema of result columns, in form A's order.
 
     ``internal`` adds the DNS and mailbox facts, which the pipeline keeps in its own state files
-    so that a resumed run can rebuild full results.
+    so that a resumed run can rebuild full results, and the :data:`EXTRA_FIELDS`.
     """
     import pyarrow as pa
 
@@ -406,8 +430,16 @@ def arrow_schema(*, internal: bool = False) -> "pa.Schema":
             pa.field("dns", pa.string(), nullable=False),
             pa.field("mailbox", pa.string(), nullable=False),
             pa.field("undetermined_reason", pa.string(), nullable=True),
+            *extra_fields(),
         ]
     return pa.schema(fields)
+
+
+def extra_fields() -> "list[pa.Field]":
+    """The Arrow fields of :data:`EXTRA_FIELDS` (nullable strings)."""
+    import pyarrow as pa
+
+    return [pa.field(name, pa.string(), nullable=True) for name in EXTRA_FIELDS]
 
 
 def to_arrow(results: Iterable[VerificationResult], *, internal: bool = False) -> "pa.Table":

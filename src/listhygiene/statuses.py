@@ -178,28 +178,48 @@ def decide(facts: Facts) -> Verdict:
 
 
 def _first_row(facts: Facts) -> tuple[Status, Reason | None]:
+    _, status, reason = decision_row(facts)
+    return status, reason
+
+
+#: What each row of the decision table checks (``listhygiene explain`` prints it).
+ROW_CONDITIONS: dict[int, str] = {
+    1: "syntax invalid",
+    2: "domain has no mail server (NXDOMAIN, null MX, no MX and no A/AAAA)",
+    3: "domain is disposable",
+    4: "mailbox refused permanently",
+    5: "undeterminable (DNS error, unreachable, temporary refusal kept, policy)",
+    6: "domain accepts any address (catch-all)",
+    7: "mailbox full",
+    8: "role local part",
+    9: "accepted",
+}
+
+
+def decision_row(facts: Facts) -> tuple[int, Status, Reason | None]:
+    """The first row of the decision table that applies: (row number, status, reason)."""
     smtp = facts.smtp_checked
     if not facts.syntax_valid:
-        return Status.INVALID, Reason.INVALID_SYNTAX
+        return 1, Status.INVALID, Reason.INVALID_SYNTAX
     if (facts.dns.domain_exists and not facts.dns.takes_mail) or facts.dns is DnsOutcome.NXDOMAIN:
-        return Status.INVALID, Reason.NO_MAIL_SERVER
+        return 2, Status.INVALID, Reason.NO_MAIL_SERVER
     if facts.is_disposable:
-        return Status.DISPOSABLE, Reason.DISPOSABLE_DOMAIN
+        return 3, Status.DISPOSABLE, Reason.DISPOSABLE_DOMAIN
     if smtp and facts.mailbox is MailboxOutcome.NOT_FOUND:
-        return Status.INVALID, Reason.MAILBOX_NOT_FOUND
+        return 4, Status.INVALID, Reason.MAILBOX_NOT_FOUND
     if smtp and facts.mailbox is MailboxOutcome.DISABLED:
-        return Status.INVALID, Reason.MAILBOX_DISABLED
+        return 4, Status.INVALID, Reason.MAILBOX_DISABLED
     if facts.dns is DnsOutcome.ERROR or facts.dns is DnsOutcome.NOT_CHECKED:
-        return Status.UNKNOWN, facts.undetermined_reason or Reason.DNS_ERROR
+        return 5, Status.UNKNOWN, facts.undetermined_reason or Reason.DNS_ERROR
     if smtp and facts.mailbox is MailboxOutcome.UNDETERMINED:
-        return Status.UNKNOWN, facts.undetermined_reason or Reason.SMTP_UNREACHABLE
+        return 5, Status.UNKNOWN, facts.undetermined_reason or Reason.SMTP_UNREACHABLE
     if smtp and facts.is_catchall:
-        return Status.CATCHALL, Reason.CATCH_ALL
+        return 6, Status.CATCHALL, Reason.CATCH_ALL
     if smtp and facts.mailbox is MailboxOutcome.FULL:
-        return Status.RISKY, Reason.MAILBOX_FULL
+        return 7, Status.RISKY, Reason.MAILBOX_FULL
     if facts.is_role:
-        return Status.ROLE, Reason.ROLE_ACCOUNT
-    return Status.VALID, None
+        return 8, Status.ROLE, Reason.ROLE_ACCOUNT
+    return 9, Status.VALID, None
 
 
 def is_deliverable(facts: Facts) -> bool:

@@ -52,7 +52,7 @@ CSV = """id,name,Email,notes
 1,Alice,alice@acme.test,first
 2,Alice again, ALICE@Acme.Test ,"duplicate, other case"
 3,Bob,mailto:bob@acme.test,
-4,Nobody,nobody@acme.test,bounces
+4,Nobody,ghost@acme.test,bounces
 5,Info,info@acme.test,role
 6,Carol,carol@acme.test,full
 7,Anyone,anyone@catchall.test,catch-all
@@ -345,7 +345,7 @@ def test_changed_settings_start_afresh_instead_of_reusing_results(
 def test_check_smtp_follows_the_engine_settings_unless_given(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    data = pd.DataFrame({"email": ["nobody@acme.test"]})
+    data = pd.DataFrame({"email": ["ghost@acme.test"]})
     off = listhygiene.clean(data, tmp_path / "a", settings=settings(sandbox, check_smtp=False))
     assert off.counts["valid"] == 1  # not probed
     assert off.summary["backend"]["check_smtp"] is False

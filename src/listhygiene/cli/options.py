@@ -49,6 +49,12 @@ _ENGINE_OPTIONS = [
     click.option(
         "--socks-proxy", metavar="URL", help="socks5://host:port to reach port 25 through."
     ),
+    click.option(
+        "--lists-dir",
+        metavar="DIR",
+        help="Folder of your changes to the disposable, free and role lists "
+        "(docs/engine.md, Lists). [env: LISTHYGIENE_LISTS_DIR]",
+    ),
 ]
 
 
@@ -75,6 +81,7 @@ _NAMES = (
     "smtp_timeout",
     "allow_private_mx",
     "socks_proxy",
+    "lists_dir",
 )
 
 

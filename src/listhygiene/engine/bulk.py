@@ -11,7 +11,7 @@ test compares the two.
 
 from typing import TYPE_CHECKING
 
-from listhygiene.engine.lists import is_disposable, is_free, role_local_parts
+from listhygiene.engine.providers import provider_of
 from listhygiene.engine.syntax import parse_addresses
 from listhygiene.results import arrow_schema
 from listhygiene.statuses import DnsOutcome, Facts, MailboxOutcome, Reason, decide
@@ -42,6 +42,7 @@ async def verify_column_without_smtp(engine: "Engine", values: "pa.Array") -> "p
     domains = pc.unique(pc.drop_null(domain))
     names = domains.to_pylist()
     facts = await engine.domain_facts(names)
+    lists = engine.lists
     per_domain = {
         "dns": pa.array([facts[d][0].outcome.value for d in names], pa.string()),
         "mx_records": pa.array(
@@ -51,15 +52,20 @@ async def verify_column_without_smtp(engine: "Engine", values: "pa.Array") -> "p
             [facts[d][1].model_dump(mode="json") for d in names],
             arrow_schema().field("domain_reputation").type,
         ),
-        "is_disposable": pa.array([is_disposable(d) for d in names], pa.bool_()),
-        "is_free": pa.array([is_free(d) for d in names], pa.bool_()),
+        "is_disposable": pa.array([lists.is_disposable(d) for d in names], pa.bool_()),
+        "is_free": pa.array([lists.is_free(d) for d in names], pa.bool_()),
+        "suggested": pa.array([engine.suggester.domain(d) for d in names], pa.string()),
+        "mx_provider": pa.array(
+            [provider_of([mx.name for mx in facts[d][0].exchangers], d) for d in names],
+            pa.string(),
+        ),
         "response_time": pa.array([facts[d][2] for d in names], pa.int64()),
     }
     index = pc.index_in(domain, value_set=domains)  # null for invalid addresses
     spread = {name: pc.take(column, index) for name, column in per_domain.items()}
 
     base_local = pc.utf8_lower(pc.replace_substring_regex(local, r"\+.*$", ""))
-    roles = pa.array(sorted(role_local_parts()), pa.string())
+    roles = pa.array(sorted(lists.roles), pa.string())
     is_role = pc.fill_null(
         pc.or_(
             pc.is_in(pc.utf8_lower(local), value_set=roles), pc.is_in(base_local, value_set=roles)
@@ -133,6 +139,13 @@ async def verify_column_without_smtp(engine: "Engine", values: "pa.Array") -> "p
         "dns": dns,
         "mailbox": pa.repeat(MailboxOutcome.NOT_CHECKED.value, n),
         "undetermined_reason": pick([r.value if r else None for _, r in verdicts], pa.string()),
+        # the address likely meant: its local part at the suggested domain (engine/suggest.py)
+        "suggestion": pc.if_else(
+            pc.and_(valid, pc.is_valid(spread["suggested"])),
+            pc.binary_join_element_wise(local, spread["suggested"], "@"),
+            null_text,
+        ),
+        "mx_provider": spread["mx_provider"],
     }
     schema = arrow_schema(internal=True)
     return pa.table([pc.cast(columns[f.name], f.type) for f in schema], schema=schema)

@@ -26,12 +26,14 @@ from typing import Any
 
 from listhygiene.engine.fairness import InteractiveActivity, Lane, Priority, lane_context
 from listhygiene.engine.health import RunHealth
-from listhygiene.engine.lists import is_disposable, is_free, is_role
+from listhygiene.engine.lists import Lists, lists_for
 from listhygiene.engine.pacing import Pacer
 from listhygiene.engine.probe import DomainProber, MailboxVerdict, ProbeContext
+from listhygiene.engine.providers import provider_of
 from listhygiene.engine.reputation import Reputation
 from listhygiene.engine.resolver import MailRoute, Resolver
 from listhygiene.engine.settings import EngineSettings
+from listhygiene.engine.suggest import Suggester
 from listhygiene.engine.syntax import Address, parse_address
 from listhygiene.results import DomainReputation, VerificationResult
 from listhygiene.statuses import DnsOutcome, Facts, MailboxOutcome, Reason
@@ -50,6 +52,14 @@ class _Item:
     raw: object  # the input as given: results are paired with it
     address: Address
     started: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Advice:
+    """A domain's advice beside the verdict: the domain likely meant, who runs its mail."""
+
+    domain: str | None
+    provider: str | None
 
 
 @dataclass
@@ -85,6 +95,8 @@ class Engine:
             settings = settings.model_copy(update=overrides)
         self.settings = settings
         self.health = RunHealth()
+        self.lists: Lists = lists_for(settings.lists_dir)
+        self.suggester = Suggester(lists=self.lists)
         self._resolver: Resolver | None = None
         self._context: ProbeContext | None = None
         self._reputation: Reputation | None = None
@@ -305,10 +317,14 @@ class _Run:
                 await self.interactive.bulk_turn()
             route = await self.resolver.route(job.domain)
             reputation = await self._reputation_of(route)
+            advice = _Advice(
+                self.engine.suggester.domain(job.domain),
+                provider_of([mx.name for mx in route.exchangers], job.domain),
+            )
 
             def finish(address: Address, verdict: MailboxVerdict | None) -> None:
                 for item in job.items.pop(address, ()):
-                    self._emit_item(item, route, reputation, verdict)
+                    self._emit_item(item, route, reputation, verdict, advice)
 
             if not (self.check_smtp and route.outcome.takes_mail):
                 while job.addresses:
@@ -355,8 +371,10 @@ class _Run:
         route: MailRoute,
         reputation: DomainReputation,
         verdict: MailboxVerdict | None,
+        advice: "_Advice",
     ) -> None:
         address = item.address
+        lists = self.engine.lists
         dns_outcome = route.outcome
         undetermined = Reason.DNS_ERROR if dns_outcome is DnsOutcome.ERROR else None
         smtp_checked = verdict is not None
@@ -374,9 +392,9 @@ class _Run:
             smtp_checked=smtp_checked,
             mailbox=mailbox,
             undetermined_reason=undetermined,
-            is_disposable=is_disposable(address.domain),
-            is_role=is_role(address.local_part),
-            is_free=is_free(address.domain),
+            is_disposable=lists.is_disposable(address.domain),
+            is_role=lists.is_role(address.local_part),
+            is_free=lists.is_free(address.domain),
             is_catchall=catchall,
         )
         self._emit(
@@ -387,6 +405,8 @@ class _Run:
             domain=address.domain_unicode,
             mx_records=route.mx_records,
             reputation=reputation,
+            suggestion=f"{address.local_part}@{advice.domain}" if advice.domain else None,
+            mx_provider=advice.provider,
         )
 
     def _emit(
@@ -399,6 +419,8 @@ class _Run:
         domain: str = "",
         mx_records: Iterable[str] = (),
         reputation: DomainReputation | None = None,
+        suggestion: str | None = None,
+        mx_provider: str | None = None,
     ) -> None:
         result = VerificationResult.from_facts(
             email,
@@ -407,5 +429,7 @@ class _Run:
             mx_records=mx_records,
             domain_reputation=reputation,
             response_time=round((time.perf_counter() - started) * 1000),
+            suggestion=suggestion,
+            mx_provider=mx_provider,
         )
         self.out.put_nowait((raw, result))

@@ -23,6 +23,7 @@ import dns.resolver
 
 from listhygiene.engine.fairness import FairSlots, Lane, Priority, current_lane
 from listhygiene.engine.settings import EngineSettings
+from listhygiene.engine.trace import Trace, active
 from listhygiene.statuses import DnsOutcome
 
 __all__ = ["MailExchanger", "MailRoute", "MxStatus", "Resolver"]
@@ -159,7 +160,29 @@ class Resolver:
     async def _ask(self, name: str, rdtype: str, lane: Lane) -> dns.resolver.Answer | None:
         async with self._query_slots.hold(lane):
             self.lookups += 1
+            trace = active()
+            if trace is not None:  # listhygiene explain (engine/trace.py)
+                return await self._ask_traced(trace, name, rdtype)
             answer = await self._resolver.resolve(name, rdtype, raise_on_no_answer=False)
+        return answer if answer.rrset is not None else None
+
+    async def _ask_traced(self, trace: Trace, name: str, rdtype: str) -> dns.resolver.Answer | None:
+        started = time.perf_counter()
+        server = ",".join(str(s) for s in self._resolver.nameservers)
+        peer = f"{server}:{self._resolver.port}" if self.settings.dns_server else server
+        try:
+            answer = await self._resolver.resolve(name, rdtype, raise_on_no_answer=False)
+        except dns.exception.DNSException as exc:
+            took = (time.perf_counter() - started) * 1000
+            trace.add("dns", f"{rdtype} {name}: {type(exc).__name__}", took_ms=took, peer=peer)
+            raise
+        took = (time.perf_counter() - started) * 1000
+        if answer.rrset is None:
+            text = f"{rdtype} {name}: no data"
+        else:
+            records = "; ".join(r.to_text() for r in answer.rrset)
+            text = f"{rdtype} {name}: {records} (ttl {answer.rrset.ttl})"
+        trace.add("dns", text, took_ms=took, peer=peer)
         return answer if answer.rrset is not None else None
 
     async def _lookup(self, domain: str) -> MailRoute:

@@ -65,6 +65,9 @@ class EngineSettings(BaseSettings):
     socks_proxy: str | None = None
     #: DNS blocklist zones to look the mail host's address up in (none: not checked).
     dnsbl_zones: Annotated[tuple[str, ...], NoDecode] = ()
+    #: Folder of the user's changes to the disposable, free and role lists (``disposable.txt``,
+    #: ``free.txt``, ``role.txt``: an entry a line, ``-entry`` removes; docs/engine.md, "Lists").
+    lists_dir: str | None = None
     #: Addresses read ahead of the results: bounds memory whatever the input's length.
     max_pending: int = Field(default=20_000, ge=1)
     #: Addresses a bulk run (``priority="bulk"``, a service's jobs) reads ahead: enough to keep
@@ -90,6 +93,15 @@ class EngineSettings(BaseSettings):
     def _nameserver_address(cls, value: str | None) -> str | None:
         if value:
             _split_nameserver(value)  # raises ValueError with the reason
+        return value or None
+
+    @field_validator("lists_dir")
+    @classmethod
+    def _lists_folder(cls, value: str | None) -> str | None:
+        if value:
+            from listhygiene.engine.lists import lists_for
+
+            lists_for(value)  # raises ListsError (a ValueError) with the reason
         return value or None
 
     @model_validator(mode="after")

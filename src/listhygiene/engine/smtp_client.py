@@ -12,7 +12,10 @@ import asyncio
 import contextlib
 import re
 import ssl
+import time
 from dataclasses import dataclass
+
+from listhygiene.engine.trace import active
 
 __all__ = [
     "Reply",
@@ -115,12 +118,42 @@ class SmtpClient:
         self.tls = False
         #: QUIT was sent (pipelined with the last transaction): only closing is left.
         self.quitting = False
+        #: The recorder of ``listhygiene explain`` (engine/trace.py), None when not tracing.
+        self._trace = active()
+        self._peer = ""
+
+    def _record(self, sent: list[str], replies: list[Reply], started: float) -> None:
+        assert self._trace is not None
+        took = (time.perf_counter() - started) * 1000
+        for line in sent:
+            self._trace.add("send", line, peer=self._peer)
+        for reply in replies:
+            self._trace.add("reply", str(reply), took_ms=took, peer=self._peer)
 
     @classmethod
     async def connect(
         cls, address: str, port: int, *, step_seconds: float, proxy: str | None = None
     ) -> "SmtpClient":
         """Open a connection (through a SOCKS proxy when given); the banner is not read yet."""
+        trace = active()
+        if trace is None:
+            return await cls._connect(address, port, step_seconds, proxy)
+        started = time.perf_counter()
+        peer = f"{address}:{port}"
+        try:
+            client = await cls._connect(address, port, step_seconds, proxy)
+        except SmtpError as exc:
+            took = (time.perf_counter() - started) * 1000
+            trace.add("connect", f"failed: {exc}", took_ms=took, peer=peer)
+            raise
+        trace.add("connect", "connected", took_ms=(time.perf_counter() - started) * 1000, peer=peer)
+        client._peer = peer
+        return client
+
+    @classmethod
+    async def _connect(
+        cls, address: str, port: int, step_seconds: float, proxy: str | None
+    ) -> "SmtpClient":
         timeout = step_seconds
         try:
             async with asyncio.timeout(timeout):
@@ -196,17 +229,39 @@ class SmtpClient:
     # -- commands --------------------------------------------------------------------------------
 
     async def banner(self) -> Reply:
+        if self._trace is not None:
+            return (await self._traced([], 1, self.timeout))[0]
         return (await self._replies(1, self.timeout))[0]
 
     async def command(self, line: str) -> Reply:
+        if self._trace is not None:
+            return (await self._traced([line], 1, self.timeout))[0]
         await self._send(line.encode("utf-8") + b"\r\n")
         return (await self._replies(1, self.timeout))[0]
 
     async def pipeline(self, lines: list[str]) -> list[Reply]:
         """Send every command at once (RFC 2920) and read their replies in order."""
-        await self._send(b"".join(line.encode("utf-8") + b"\r\n" for line in lines))
         # one step's limit for the round trip, plus a little for each reply to be produced
-        return await self._replies(len(lines), self.timeout + 0.05 * len(lines))
+        within = self.timeout + 0.05 * len(lines)
+        if self._trace is not None:
+            return await self._traced(lines, len(lines), within)
+        await self._send(b"".join(line.encode("utf-8") + b"\r\n" for line in lines))
+        return await self._replies(len(lines), within)
+
+    async def _traced(self, lines: list[str], count: int, within: float) -> list[Reply]:
+        """``lines`` sent and ``count`` replies read, each recorded with the round trip."""
+        started = time.perf_counter()
+        try:
+            if lines:
+                await self._send(b"".join(line.encode("utf-8") + b"\r\n" for line in lines))
+            replies = await self._replies(count, within)
+        except SmtpError as exc:
+            self._record(lines, exc.partial, started)
+            assert self._trace is not None
+            self._trace.add("note", f"{type(exc).__name__}: {exc}", peer=self._peer)
+            raise
+        self._record(lines, replies, started)
+        return replies
 
     async def ehlo(self, name: str) -> Reply:
         """EHLO, falling back to HELO (RFC 5321 section 3.2); records the extensions."""
@@ -239,6 +294,8 @@ class SmtpClient:
             raise SmtpProtocolError(f"TLS handshake failed: {exc}") from None
         self.tls = True
         self.extensions = {}
+        if self._trace is not None:
+            self._trace.add("note", "TLS established (certificate not verified)", peer=self._peer)
         return reply
 
     async def quit(self) -> None:
@@ -248,7 +305,10 @@ class SmtpClient:
             return
         try:
             self._writer.write(b"QUIT\r\n")
-            await self._replies(1, min(self.timeout, 2.0))
+            started = time.perf_counter()
+            reply = await self._replies(1, min(self.timeout, 2.0))
+            if self._trace is not None:
+                self._record(["QUIT"], reply, started)
         except (SmtpError, ConnectionError, OSError, RuntimeError):
             pass
         finally:

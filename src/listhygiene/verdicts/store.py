@@ -152,7 +152,7 @@ class VerdictStore:
         import pyarrow.compute as pc
 
         from listhygiene.pipeline.backends import KEY
-        from listhygiene.results import arrow_schema
+        from listhygiene.results import EXTRA_FIELDS, arrow_schema
 
         wanted = [a for a in addresses.to_pylist() if a]
         by_hash = dict(zip(self.hashes(wanted), wanted, strict=True))
@@ -176,6 +176,8 @@ class VerdictStore:
             per_domain = self._domains(conn, set(column["domain_id"]))
         schema = arrow_schema(internal=True)
         data = decode(column, schema)  # type: ignore[arg-type]
+        for name in EXTRA_FIELDS:  # advice, not kept: known again when re-verified
+            data[name] = pa.nulls(len(column["key"]), pa.string())
         data[KEY] = pa.array([by_hash[k] for k in column["key"]], pa.string())
         data["email"] = data[KEY]
         ids = pa.array(sorted(per_domain), pa.int64())

@@ -1,0 +1,66 @@
+"""Which mail provider a domain's mail goes to, from its MX host names (docs/engine.md,
+"Mail provider").
+
+Users route and throttle by provider (Google and Microsoft pace senders differently from a
+company's own server), and a security gateway (Proofpoint, Mimecast, Barracuda) answers RCPT for
+the mailbox host behind it. The preferred MX decides: it is the host a sender talks to.
+"""
+
+from collections.abc import Sequence
+
+__all__ = ["LABELS", "OTHER", "PROVIDERS", "SELF_HOSTED", "provider_of"]
+
+SELF_HOSTED = "self_hosted"
+OTHER = "other"
+
+#: (provider, host name suffixes), checked in this order; a suffix matches whole labels.
+_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("google", ("google.com", "googlemail.com")),
+    ("microsoft", ("mail.protection.outlook.com", "protection.outlook.com", "hotmail.com")),
+    ("yahoo", ("yahoodns.net", "yahoo.com")),
+    ("proofpoint", ("pphosted.com", "ppe-hosted.com")),
+    ("mimecast", ("mimecast.com", "mimecast-offshore.com", "mimecast.co.za")),
+    ("zoho", ("zoho.com", "zoho.eu", "zoho.in", "zoho.com.au", "zohomail.com")),
+    ("fastmail", ("messagingengine.com", "fastmail.com")),
+    ("icloud", ("mail.icloud.com", "icloud.com")),
+    ("barracuda", ("barracudanetworks.com",)),
+    ("amazon", ("amazonaws.com", "awsapps.com")),
+)
+
+#: Every value of ``mx_provider`` (None: the domain has no mail host to classify).
+PROVIDERS: tuple[str, ...] = (*(name for name, _ in _RULES), SELF_HOSTED, OTHER)
+
+#: Display names for reports.
+LABELS: dict[str, str] = {
+    "google": "Google Workspace / Gmail",
+    "microsoft": "Microsoft 365 / Outlook",
+    "yahoo": "Yahoo",
+    "proofpoint": "Proofpoint",
+    "mimecast": "Mimecast",
+    "zoho": "Zoho",
+    "fastmail": "Fastmail",
+    "icloud": "iCloud",
+    "barracuda": "Barracuda",
+    "amazon": "Amazon SES / WorkMail",
+    SELF_HOSTED: "self-hosted",
+    OTHER: "other",
+}
+
+
+def _under(host: str, suffix: str) -> bool:
+    return host == suffix or host.endswith("." + suffix)
+
+
+def provider_of(mx_hosts: Sequence[str], domain: str) -> str | None:
+    """The provider of ``domain``'s mail, from its MX host names in preference order (the
+    implicit MX is the domain itself); None when there is no host."""
+    if not mx_hosts:
+        return None
+    host = mx_hosts[0].lower().rstrip(".")
+    own = domain.lower().rstrip(".")
+    for name, suffixes in _RULES:
+        if any(_under(host, suffix) for suffix in suffixes):
+            return name
+    if _under(host, own):
+        return SELF_HOSTED
+    return OTHER

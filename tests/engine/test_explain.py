@@ -1,0 +1,118 @@
+"""``listhygiene explain ADDRESS`` (issue 19, item 6; docs/engine.md, "Explaining one address"):
+the DNS answers, each SMTP command and reply with its round trip, and the deciding row."""
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from listhygiene.engine import Engine
+from listhygiene.engine.explain import explain
+from listhygiene.engine.trace import Trace, active, recording
+from listhygiene.sandbox import Sandbox
+from listhygiene.statuses import Status
+
+WORLD = {
+    "domains": {
+        "acme.test": {
+            "mx": [{"preference": 10, "host": "mx.acme.test"}],
+            "mailboxes": ["alice"],
+            "full": ["dana"],
+        },
+        "nomail.test": {"null_mx": True},
+    },
+    "hosts": {"mx.acme.test": {}},
+}
+
+
+@pytest.fixture(scope="module")
+def world() -> Sandbox:
+    with Sandbox(WORLD) as sandbox:
+        yield sandbox
+
+
+def _cli(world: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **world.engine_environment(), "LISTHYGIENE_HELO": "verifier.test"}
+    return subprocess.run(
+        [sys.executable, "-m", "listhygiene.cli", "explain", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def test_the_whole_conversation_is_printed(world: Sandbox) -> None:
+    done = _cli(world, "alice@acme.test")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "DNS" in out
+    assert "MX acme.test: 10 mx.acme.test." in out
+    assert "A mx.acme.test: " in out
+    assert "TCP" in out
+    assert "connected" in out
+    assert ">> " in out
+    assert "EHLO verifier.test" in out
+    assert "MAIL FROM:<verify@verifier.test>" in out
+    assert "RCPT TO:<alice@acme.test>" in out
+    assert "(catch-all probe: a random local part)" in out
+    assert "<< " in out
+    assert "250 2.1.5" in out
+    assert " ms)" in out  # each round trip has its time
+    assert "\ndecision: row 9 of the decision table (accepted) -> valid\n" in out
+    assert "-> valid" in out
+
+
+def test_json_names_the_deciding_row(world: Sandbox) -> None:
+    done = _cli(world, "dana@acme.test", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["decision"] == {
+        "row": 7,
+        "condition": "mailbox full",
+        "status": "risky",
+        "reason": "mailbox_full",
+    }
+    sent = [e["text"] for e in data["events"] if e["kind"] == "send"]
+    assert "RCPT TO:<dana@acme.test>" in sent
+    replies = [e for e in data["events"] if e["kind"] == "reply"]
+    assert any(e["text"].startswith("552 5.2.2") for e in replies)
+    assert all(e["took_ms"] is not None for e in replies)
+    kinds = [e["kind"] for e in data["events"]]
+    assert kinds.index("dns") < kinds.index("connect") < kinds.index("send")
+
+
+def test_a_domain_without_mail_is_decided_by_dns_alone(world: Sandbox) -> None:
+    explanation = asyncio.run(explain("x@nomail.test", world.engine_settings(helo="v.test")))
+    assert explanation.row == 2
+    assert explanation.result.status is Status.INVALID
+    assert [e.kind for e in explanation.trace.events] == ["dns"]
+    assert explanation.trace.events[0].text.startswith("MX nomail.test: 0 .")
+
+
+def test_bad_syntax_is_row_1_without_any_conversation(world: Sandbox) -> None:
+    done = _cli(world, "not an address")
+    assert done.returncode == 0
+    assert "decision: row 1 " in done.stdout
+    assert "-> invalid, reason invalid_syntax" in done.stdout
+
+
+def test_nothing_is_recorded_outside_a_recording(world: Sandbox) -> None:
+    trace = Trace()
+    engine = Engine(world.engine_settings(helo="v.test"))
+
+    async def both() -> None:
+        with recording(trace):
+            traced = asyncio.ensure_future(engine.verify("alice@acme.test"))
+        assert active() is None
+        await asyncio.gather(
+            traced, Engine(world.engine_settings(helo="v.test")).verify("dana@acme.test")
+        )
+
+    asyncio.run(both())
+    texts = [e.text for e in trace.events]
+    assert any("alice@acme.test" in t for t in texts)
+    assert not any("dana@acme.test" in t for t in texts)  # the other engine's run is not traced
