@@ -130,6 +130,14 @@ class _Progress:
     help="Verify again, after DURATION (e.g. 15m), addresses that ended unknown for "
     "a temporary reason (greylisting, rate limits, time-outs).",
 )
+@click.option(
+    "--storage-option",
+    "storage_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="An fsspec storage option for s3:// inputs and outputs (repeat it; a value is read as "
+    "JSON when it parses), added to $LISTHYGIENE_STORAGE_OPTIONS: docs/object-storage.md.",
+)
 @engine_options
 def clean(
     input_: str,
@@ -151,6 +159,7 @@ def clean(
     max_age: str | None,
     fresh: bool,
     retry_unknown_after: str | None,
+    storage_options: tuple[str, ...],
     engine_settings: dict[str, Any],
 ) -> None:
     """Verify the addresses of INPUT and write one Parquet file per status into --out.
@@ -179,6 +188,8 @@ def clean(
             Freshness.of(max_age)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--max-age") from None
+    if storage_options:
+        use_storage_options(storage_options)
     chosen: Any = backend
     if backend != "local":
         chosen = remote_backend(backend, base_url, api_key_env, api_key_header, webhook_events)
@@ -228,6 +239,21 @@ def clean(
             bold=True,
             err=True,
         )
+
+
+def use_storage_options(pairs: tuple[str, ...]) -> None:
+    """Add ``--storage-option`` pairs to ``LISTHYGIENE_STORAGE_OPTIONS`` of this process, where
+    the pipeline's filesystems read them (listhygiene.pipeline.storage)."""
+    import os
+
+    from listhygiene.errors import ConfigurationError
+    from listhygiene.pipeline.storage import ENV, parse_option, storage_options
+
+    try:
+        options = {**storage_options(), **dict(parse_option(p) for p in pairs)}
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc), param_hint="--storage-option") from None
+    os.environ[ENV] = json.dumps(options)
 
 
 def _fail(exc: Exception, *, backend: str, base_url: str | None, as_json: bool) -> NoReturn:

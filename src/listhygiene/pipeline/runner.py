@@ -232,6 +232,10 @@ class Run:
             identity.update(size=stat.st_size, mtime_ns=stat.st_mtime_ns)
         elif not isinstance(self.source, (str, os.PathLike)):
             identity["content"] = _content_hash(self.source)
+        else:  # an object at a URL: its size and ETag (docs/object-storage.md)
+            from listhygiene.pipeline.storage import object_identity
+
+            identity.update(object_identity(os.fspath(self.source)))
         return {
             "input": identity,
             "email_column": column,

@@ -15,6 +15,7 @@ What :func:`open_source` accepts::
     xls         .xls                         xlrd, first sheet
     parquet     .parquet .pq                 pyarrow.parquet, row group by row group
     jsonl       .jsonl .ndjson (.json)       pyarrow.json in line blocks
+    (any file)  an fsspec URL (s3://...)     a local copy, as above (pipeline/storage.py)
     sql         a SQLAlchemy URL             a server-side cursor; ``table=`` or ``query=``
     dataframe   a pandas DataFrame, an Arrow table
 
@@ -163,6 +164,13 @@ def open_source(
             "a pandas DataFrame or a pyarrow Table"
         )
     text = os.fspath(source)
+    if kind != "sql" and _URL.match(text) and not text.startswith("file://"):
+        from listhygiene.pipeline.storage import is_filesystem_url, open_remote
+
+        if is_filesystem_url(text):  # s3://, ...: docs/object-storage.md
+            if table is not None or query is not None:
+                raise SourceError(f"{text}: table= and query= apply to database URLs only")
+            return open_remote(text, kind, encoding)
     if kind == "sql" or (kind is None and _URL.match(text) and not text.startswith("file://")):
         from listhygiene.pipeline._sql import SqlSource
 

@@ -1,6 +1,7 @@
 """The run's working folder: what a killed run needs to resume without repeating paid work.
 
-``<out>/.listhygiene/`` (or a cache folder for remote outputs) holds:
+``<out>/.listhygiene/`` (or a cache folder for remote outputs, mirrored under
+``<out>/.listhygiene-work/``: docs/object-storage.md) holds:
 
 - ``manifest.json``: the input's fingerprint and the run's settings, the stage reached, the bad
   records, and every submitted job's :class:`JobRef` (written *before* waiting on the job);
@@ -20,6 +21,7 @@ for the rerun, including the remote jobs recorded by ``submit()`` for a later ``
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import time
@@ -32,6 +34,10 @@ from listhygiene.pipeline.backends import KEY, JobRef
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from listhygiene.pipeline.storage import Mirror
+
+log = logging.getLogger(__name__)
+
 __all__ = ["ADDRESS", "ROW", "VERIFIED_AT", "WorkDir"]
 
 #: Staged rows: the input row number (1-based) and the cleaned address (null when empty).
@@ -40,51 +46,75 @@ ADDRESS = KEY
 #: Result parts: when the result was obtained (seconds since the epoch).
 VERIFIED_AT = "_verified_at"
 _VERSION = 1
+#: What is never mirrored: DuckDB's spill, files one stage makes and the next drops, and files
+#: being written (``.tmp``).
+_UNMIRRORED_DIRS = ("spill",)
+_UNMIRRORED_FILES = ("manifest.json", "pending.parquet")
 
 
 class WorkDir:
-    """A run's working folder on the local disk."""
+    """A run's working folder on the local disk, and its mirror in the output's bucket."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, mirror: "Mirror | None" = None) -> None:
         self.path = path
+        self.mirror = mirror
         self.manifest: dict[str, Any] = {}
         self._result_parts = 0
 
     @classmethod
     def for_output(cls, out: str) -> "WorkDir":
-        """``<out>/.listhygiene`` for a local folder, a per-output cache folder otherwise."""
+        """``<out>/.listhygiene`` for a local folder; for a URL, a per-output cache folder
+        mirrored under ``<out>/.listhygiene-work/`` (docs/object-storage.md)."""
         if "://" not in out or out.startswith("file://"):
             local = Path(out.removeprefix("file://"))
             return cls(local / ".listhygiene")
         cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
         digest = hashlib.sha256(out.encode()).hexdigest()[:16]
-        return cls(cache / "listhygiene" / "runs" / digest)
+        return cls(cache / "listhygiene" / "runs" / digest, _mirror(out))
 
     def remove(self) -> None:
-        """Remove the folder and everything in it (nothing to resume any more)."""
+        """Remove the folder and everything in it, and its mirror (nothing to resume any
+        more)."""
         shutil.rmtree(self.path, ignore_errors=True)
+        if self.mirror is not None:
+            self.mirror.remove()
         self.manifest = {}
         self._result_parts = 0
 
     # -- manifest --------------------------------------------------------------------------------
 
     def open(self, fingerprint: Mapping[str, Any]) -> bool:
-        """Load the manifest; True when it belongs to this input and settings (a resume)."""
+        """Load the manifest; True when it belongs to this input and settings (a resume).
+
+        With a mirror, the mirrored work state is the truth: the local one is resumed only
+        when it is as new (the manifest's ``revision`` counts its saves), the mirrored one is
+        fetched when it is newer (a run killed elsewhere), and without one the run starts
+        afresh (it was published, or started afresh, from another machine)."""
         path = self.path / "manifest.json"
         try:
             previous = json.loads(path.read_text())
         except (OSError, ValueError):
             previous = None
-        if (
-            previous
-            and previous.get("version") == _VERSION
-            and previous.get("fingerprint") == dict(fingerprint)
-        ):
+        if not _belongs(previous, fingerprint):
+            previous = None
+        if self.mirror is not None:
+            remote = self.mirror.manifest()
+            if not _belongs(remote, fingerprint):
+                previous = None
+            elif _revision(remote) > _revision(previous):
+                log.info("resuming from the work state in %s", self.mirror.url)
+                self.mirror.restore(self.path)
+                previous = remote
+            else:
+                self.mirror.adopt(self.path)
+        if previous is not None:
             self.manifest = previous
             self._result_parts = len(list(self._parts("results")))
             return True
         if self.path.exists():
             shutil.rmtree(self.path)
+        if self.mirror is not None:
+            self.mirror.remove()
         (self.path / "rows").mkdir(parents=True)
         (self.path / "results").mkdir()
         self.manifest = {
@@ -98,9 +128,28 @@ class WorkDir:
         return False
 
     def save(self) -> None:
+        """Write the manifest; with a mirror, upload what changed, then the manifest."""
+        self.manifest["revision"] = _revision(self.manifest) + 1
         tmp = self.path / "manifest.json.tmp"
         tmp.write_text(json.dumps(self.manifest, indent=1, default=str))
         tmp.replace(self.path / "manifest.json")
+        if self.mirror is not None:
+            self.mirror.sync(self.path, self._mirrored(), manifest=True)
+
+    def _mirrored(self) -> list[str]:
+        """The files of the folder the mirror keeps, relative to it."""
+        names = []
+        for path in sorted(self.path.rglob("*")):
+            name = path.relative_to(self.path).as_posix()
+            if (
+                path.is_file()
+                and path.suffix != ".tmp"
+                and name not in _UNMIRRORED_FILES
+                and not name.startswith("rows-")  # the writer's row numbers, one stage's
+                and name.split("/", 1)[0] not in _UNMIRRORED_DIRS
+            ):
+                names.append(name)
+        return names
 
     @property
     def stage(self) -> str:
@@ -158,7 +207,10 @@ class WorkDir:
             VERIFIED_AT, pa.array([time.time()] * len(table), pa.float64())
         )
         self._result_parts += 1
-        _write_atomic(stamped, self.path / "results" / f"part-{self._result_parts:06d}.parquet")
+        name = f"results/part-{self._result_parts:06d}.parquet"
+        _write_atomic(stamped, self.path / name)
+        if self.mirror is not None:  # at once: a killed run loses no more than here
+            self.mirror.sync(self.path, [name], manifest=False)
 
     def results(self) -> "pa.Table | None":
         """Every result so far, the latest per address."""
@@ -181,6 +233,33 @@ class WorkDir:
 
     def _parts(self, kind: str) -> list[Path]:
         return sorted((self.path / kind).glob("part-*.parquet"))
+
+
+def _mirror(out: str) -> "Mirror | None":
+    """The mirror of a remote output's work state; None where fsspec cannot reach the URL
+    (a scheme only pyarrow knows): the run then resumes on this machine only."""
+    from listhygiene.pipeline.outputs import OutputError
+    from listhygiene.pipeline.storage import Mirror, is_filesystem_url
+
+    if not is_filesystem_url(out):
+        return None
+    try:
+        return Mirror(out)
+    except OutputError as exc:
+        log.warning("the work state stays on this machine: %s", exc)
+        return None
+
+
+def _belongs(manifest: Mapping[str, Any] | None, fingerprint: Mapping[str, Any]) -> bool:
+    return bool(
+        manifest
+        and manifest.get("version") == _VERSION
+        and manifest.get("fingerprint") == dict(fingerprint)
+    )
+
+
+def _revision(manifest: Mapping[str, Any] | None) -> int:
+    return int((manifest or {}).get("revision", 0))
 
 
 def _shifted(array: "pa.Array") -> "pa.Array":
