@@ -22,6 +22,8 @@ import os
 import re
 import shutil
 import tempfile
+import threading
+import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -52,6 +54,8 @@ ENV = "LISTHYGIENE_STORAGE_OPTIONS"
 WORK_PREFIX = ".listhygiene-work"
 #: Bytes per read when an input is copied to its spool file.
 _CHUNK = 8 << 20
+#: Seconds between uploads of the results parts waiting to be mirrored.
+_INTERVAL = 1.0
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9.-]*)://")
 #: Schemes that are this machine's own files, never object storage.
 _LOCAL = frozenset({"file", "local"})
@@ -230,6 +234,12 @@ class Mirror:
     The work folder writes each file whole and then renames it; the mirror uploads it after
     that, and the manifest last, so a manifest in the bucket never speaks of a file that is not
     there. A run killed on one machine is resumed on another from it (docs/object-storage.md).
+
+    Results parts come often (every 500 results or 2 s) and one PUT each would hold the run's
+    event loop: :meth:`queue` hands them to a thread that uploads what is waiting every
+    :data:`_INTERVAL` seconds, concurrently, and :meth:`sync` uploads what is still waiting
+    before the manifest. The thread ends when nothing waits; it is not a daemon, so what waits
+    when the process ends normally is still uploaded.
     """
 
     def __init__(self, out: str) -> None:
@@ -244,6 +254,10 @@ class Mirror:
             raise OutputError(f"{self.url}: {describe(exc)}") from None
         #: What is in the bucket: name -> (size, mtime_ns) of the local file uploaded.
         self.uploaded: dict[str, tuple[int, int]] = {}
+        self._lock = threading.Lock()
+        self._waiting: list[tuple[Path, str]] = []
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
 
     def _fail(self, exc: BaseException) -> Exception:
         from listhygiene.pipeline.outputs import OutputError
@@ -261,23 +275,66 @@ class Mirror:
         except Exception as exc:
             raise self._fail(exc) from None
 
-    def sync(self, local: Path, names: list[str], *, manifest: bool) -> None:
-        """Upload ``names`` (paths relative to ``local``) that changed since their last upload,
-        delete what was uploaded and is gone locally, then the manifest (with ``manifest``)."""
-        try:
-            for name in names:
-                stat = (local / name).stat()
-                seen = (stat.st_size, stat.st_mtime_ns)
-                if self.uploaded.get(name) != seen:
-                    self.fs.put_file(str(local / name), f"{self.path}/{name}")
-                    self.uploaded[name] = seen
-            if manifest:
+    def queue(self, local: Path, name: str) -> None:
+        """Upload ``name`` (relative to ``local``) soon, from a thread; an upload that failed
+        meanwhile is raised here."""
+        with self._lock:
+            self._raise_failed()
+            self._waiting.append((local, name))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._upload_waiting, name="listhygiene-mirror"
+                )
+                self._thread.start()
+
+    def _upload_waiting(self) -> None:
+        while True:
+            time.sleep(_INTERVAL)
+            with self._lock:
+                if not self._waiting:
+                    self._thread = None
+                    return
+                try:
+                    self._put_waiting()
+                except Exception as exc:  # raised in the run by the next queue() or sync()
+                    self._error = exc
+
+    def _put_waiting(self) -> None:
+        """Upload the waiting files at once (s3fs sends them concurrently); under the lock."""
+        waiting, self._waiting = self._waiting, []
+        if waiting:
+            self.fs.put(
+                [str(local / name) for local, name in waiting],
+                [f"{self.path}/{name}" for _, name in waiting],
+            )
+        for local, name in waiting:
+            stat = (local / name).stat()
+            self.uploaded[name] = (stat.st_size, stat.st_mtime_ns)
+
+    def _raise_failed(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise self._fail(error) from None
+
+    def sync(self, local: Path, names: list[str]) -> None:
+        """Upload what waits and ``names`` (paths relative to ``local``) that changed since
+        their last upload, delete what was uploaded and is gone locally, then the manifest."""
+        with self._lock:
+            self._raise_failed()
+            try:
+                self._put_waiting()
+                for name in names:
+                    stat = (local / name).stat()
+                    seen = (stat.st_size, stat.st_mtime_ns)
+                    if self.uploaded.get(name) != seen:
+                        self.fs.put_file(str(local / name), f"{self.path}/{name}")
+                        self.uploaded[name] = seen
                 for name in [n for n in self.uploaded if n not in names]:
                     self.fs.rm_file(f"{self.path}/{name}")
                     del self.uploaded[name]
                 self.fs.put_file(str(local / "manifest.json"), f"{self.path}/manifest.json")
-        except Exception as exc:  # OSError, and botocore's own (no credentials)
-            raise self._fail(exc) from None
+            except Exception as exc:  # OSError, and botocore's own (no credentials)
+                raise self._fail(exc) from None
 
     def adopt(self, local: Path) -> None:
         """Learn what the bucket holds of the local folder's files: one of the same name and
@@ -321,11 +378,12 @@ class Mirror:
 
     def remove(self) -> None:
         """Delete the mirrored work state (a published run, or a fresh start)."""
-        self.uploaded = {}
-        try:
-            if self.fs.exists(self.path):
-                self.fs.rm(self.path, recursive=True)
-        except FileNotFoundError:
-            pass
-        except Exception as exc:
-            raise self._fail(exc) from None
+        with self._lock:
+            self._waiting, self._error, self.uploaded = [], None, {}
+            try:
+                if self.fs.exists(self.path):
+                    self.fs.rm(self.path, recursive=True)
+            except FileNotFoundError:
+                pass
+            except Exception as exc:
+                raise self._fail(exc) from None

@@ -134,7 +134,7 @@ class WorkDir:
         tmp.write_text(json.dumps(self.manifest, indent=1, default=str))
         tmp.replace(self.path / "manifest.json")
         if self.mirror is not None:
-            self.mirror.sync(self.path, self._mirrored(), manifest=True)
+            self.mirror.sync(self.path, self._mirrored())
 
     def _mirrored(self) -> list[str]:
         """The files of the folder the mirror keeps, relative to it."""
@@ -209,8 +209,8 @@ class WorkDir:
         self._result_parts += 1
         name = f"results/part-{self._result_parts:06d}.parquet"
         _write_atomic(stamped, self.path / name)
-        if self.mirror is not None:  # at once: a killed run loses no more than here
-            self.mirror.sync(self.path, [name], manifest=False)
+        if self.mirror is not None:  # within a second: a killed run loses little more here
+            self.mirror.queue(self.path, name)
 
     def results(self) -> "pa.Table | None":
         """Every result so far, the latest per address."""
