@@ -27,7 +27,7 @@ from listhygiene.pipeline.sources import (
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ParquetSource", "TableSource", "frame_to_table"]
+__all__ = ["ParquetSource", "StreamSource", "TableSource", "frame_to_table"]
 
 _PANDAS_INDEX = re.compile(r"^__index_level_\d+__$")
 
@@ -98,6 +98,79 @@ class TableSource(Source):
             yield empty_batch(self._schema)
             return
         yield from rebatch(self._table.to_batches(max_chunksize=rows), rows, self._schema)
+
+
+class StreamSource(Source):
+    """Any table that speaks the Arrow C stream interface (``__arrow_c_stream__``: a polars
+    DataFrame or LazyFrame's collected frame, a DuckDB relation, a pyarrow RecordBatchReader),
+    read batch by batch without converting through pandas or holding it whole.
+
+    A stream is read once: the batches :meth:`sample` looks at are kept and given again first
+    by :meth:`batches`, which may itself run only once."""
+
+    def __init__(self, stream: object, *, name: str) -> None:
+        try:
+            self._reader = pa.RecordBatchReader.from_stream(stream)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise SourceError(f"{name} cannot be read as an Arrow stream: {exc}") from None
+        self.info = SourceInfo(kind="dataframe", name=name)
+        if len(self._reader.schema) == 0:
+            raise SourceError(f"{name} is empty (it has no columns)")
+        # polars hands out string and binary views, which not every kernel takes: plain types
+        self._schema = settle_schema(
+            pa.schema([f.with_type(_without_views(f.type)) for f in self._reader.schema])
+        )
+        self._seen: list[pa.RecordBatch] = []
+        self._rows_seen = 0
+        self._exhausted = False
+        self._read = False
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def sample(self, rows: int = 1000) -> pa.Table:
+        while self._rows_seen < rows and not self._exhausted:
+            self._pull()
+        table = pa.Table.from_batches(self._seen, schema=self._schema)
+        return table.slice(0, rows)
+
+    def batches(self, rows: int = 65_536) -> Iterator[pa.RecordBatch]:
+        if self._read:
+            raise SourceError(f"{self.info.name} is an Arrow stream, which can be read once")
+        self._read = True
+        yield from rebatch(self._rest(), rows, self._schema)
+
+    def _pull(self) -> None:
+        try:
+            batch = self._reader.read_next_batch()
+        except StopIteration:
+            self._exhausted = True
+            return
+        except pa.ArrowException as exc:
+            raise SourceError(f"{self.info.name} cannot be read: {exc}") from None
+        batch = conform(batch, self._schema)
+        assert isinstance(batch, pa.RecordBatch)
+        self._seen.append(batch)
+        self._rows_seen += batch.num_rows
+
+    def _rest(self) -> Iterator[pa.RecordBatch]:
+        seen, self._seen = self._seen, []
+        yield from seen
+        while not self._exhausted:
+            self._pull()
+            if self._seen:
+                yield self._seen.pop()
+
+
+def _without_views(arrow_type: pa.DataType) -> pa.DataType:
+    if arrow_type == pa.string_view():
+        return pa.large_string()
+    if arrow_type == pa.binary_view():
+        return pa.large_binary()
+    if pa.types.is_list_view(arrow_type) or pa.types.is_large_list_view(arrow_type):
+        return pa.large_list(_without_views(arrow_type.value_type))
+    return arrow_type
 
 
 def frame_to_table(frame: "pd.DataFrame") -> pa.Table:

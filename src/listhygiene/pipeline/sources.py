@@ -158,10 +158,14 @@ def open_source(
         from listhygiene.pipeline._tables import TableSource
 
         return TableSource(frame, name="<DataFrame>")
+    if hasattr(source, "__arrow_c_stream__"):  # polars, DuckDB, ...: streamed, not via pandas
+        from listhygiene.pipeline._tables import StreamSource
+
+        return StreamSource(source, name=f"<{type(source).__name__}>")
     if not isinstance(source, (str, os.PathLike)):
         raise SourceError(
             f"cannot read a {type(source).__name__}: give a path, a database URL, "
-            "a pandas DataFrame or a pyarrow Table"
+            "a pandas DataFrame, a pyarrow Table or a table with the Arrow C stream interface"
         )
     text = os.fspath(source)
     if kind != "sql" and _URL.match(text) and not text.startswith("file://"):
