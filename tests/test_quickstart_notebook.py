@@ -41,6 +41,14 @@ class Executed:
                 return cell
         raise KeyError(f"no cell {cell_id!r} in the notebook")
 
+    def html(self, cell_id: str) -> str:
+        """What a code cell displayed as HTML (a rich display, as Jupyter renders it)."""
+        return "\n".join(
+            output.data["text/html"]
+            for output in self.cell(cell_id).outputs
+            if "data" in output and "text/html" in output.data
+        )
+
     def text(self, cell_id: str) -> str:
         """What a code cell printed and displayed, as plain text."""
         parts = []
@@ -147,6 +155,26 @@ def test_the_crm_export_gets_the_documented_statuses(executed: Executed) -> None
     head = executed.text("valid-head")
     assert "Contact ID" in head
     assert "[5 rows x 24 columns]" in head
+
+
+def test_the_result_renders_as_a_summary_in_the_notebook(executed: Executed) -> None:
+    """``result`` as a cell's last line shows the counts with a bar per status, the checks and
+    where the files are (``CleanResult._repr_html_``)."""
+    import re
+
+    shown = executed.html("clean-csv")
+    assert "<strong>1,000 rows</strong> cleaned; quality checks <strong>passed</strong>" in shown
+    rows = re.findall(
+        r'<tr data-status="(\w+)"><td>\w+</td><td[^>]*>([\d,]+)</td>'
+        r'<td><div style="background:#[0-9a-fA-F]{6};height:.8em;width:(\d+)px">',
+        shown,
+    )
+    assert {status: int(count.replace(",", "")) for status, count, _ in rows} == CRM_COUNTS
+    widths = {status: int(width) for status, _, width in rows}
+    assert widths["valid"] == 200  # the biggest status has the full bar
+    assert widths["valid"] > widths["invalid"] > widths["disposable"]
+    assert f"<code>{executed.out}</code>" in shown
+    assert (executed.out / "report.html").as_uri() in shown
 
 
 def test_the_quality_checks_passed(executed: Executed) -> None:

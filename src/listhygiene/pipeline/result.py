@@ -64,6 +64,36 @@ class CleanResult:
     def __getitem__(self, status: str) -> "pd.DataFrame":
         return self.frame(status)
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the counts with a bar per status (the report's colours), whether the
+        checks passed, and where the files and the report are (docs/pipeline.md)."""
+        import html
+        from pathlib import Path
+
+        from listhygiene.pipeline.report import colour
+
+        counts = self.counts
+        widest = max(counts.values(), default=0) or 1
+        rows = "".join(
+            f'<tr data-status="{s}"><td>{s}</td>'
+            f'<td style="text-align:right">{counts.get(s, 0):,}</td>'
+            f'<td><div style="background:{colour(s)};height:.8em;'
+            f'width:{round(200 * counts.get(s, 0) / widest)}px"></div></td></tr>'
+            for s in STATUSES
+        )
+        checks = "passed" if self.passed else "failed"
+        report = html.escape(self.report)
+        if "://" not in self.out:
+            report = f'<a href="{html.escape(Path(self.report).resolve().as_uri())}">{report}</a>'
+        return (
+            '<div class="listhygiene-result">'
+            f"<p><strong>{self.summary['rows']['total']:,} rows</strong> cleaned; "
+            f"quality checks <strong>{checks}</strong></p>"
+            f"<table><thead><tr><th>status</th><th>rows</th><th></th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>"
+            f"<p>Files in <code>{html.escape(self.out)}</code>; report: {report}</p></div>"
+        )
+
     def __repr__(self) -> str:
         counts = ", ".join(f"{s}={n}" for s, n in self.counts.items() if n)
         return f"<CleanResult {self.out}: {self.summary['rows']['total']} rows ({counts})>"
