@@ -329,7 +329,8 @@ class Mirror:
                     if self.uploaded.get(name) != seen:
                         self.fs.put_file(str(local / name), f"{self.path}/{name}")
                         self.uploaded[name] = seen
-                for name in [n for n in self.uploaded if n not in names]:
+                kept = set(names)
+                for name in [n for n in self.uploaded if n not in kept]:
                     self.fs.rm_file(f"{self.path}/{name}")
                     del self.uploaded[name]
                 self.fs.put_file(str(local / "manifest.json"), f"{self.path}/manifest.json")
