@@ -46,6 +46,9 @@ def receive_webhooks(
         secret = os.environ.get(secret_env)
         if not secret:
             raise click.UsageError(f"--secret-env: ${secret_env} is not set")
+    from listhygiene.cli.serve import _require_service
+
+    _require_service("listhygiene receive-webhooks")
     import uvicorn
 
     from listhygiene.clients import EventStore, WebhookReceiver

@@ -101,6 +101,7 @@ def serve(
     if (ssl_certfile is None) != (ssl_keyfile is None):
         raise click.UsageError("--ssl-certfile and --ssl-keyfile go together")
     settings = build_settings(engine_settings)
+    _require_service("listhygiene serve")
 
     import os
 
@@ -155,3 +156,14 @@ def serve(
         )
     finally:
         runner.stop()
+
+
+def _require_service(what: str) -> None:
+    """The service's packages come from the ``service`` extra (listhygiene.extras)."""
+    from listhygiene.errors import ConfigurationError
+    from listhygiene.extras import require_extra
+
+    try:
+        require_extra("service", what)
+    except ConfigurationError as exc:
+        raise click.UsageError(str(exc)) from None

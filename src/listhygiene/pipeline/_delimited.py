@@ -292,11 +292,13 @@ class CsvSource(Source):
             return [*fields, *([None] * (width - len(fields)))]
         extra = len(fields) - width
         delimiter = self._delimiter
-        placements = [
+        placements: list[list[str]] = [
             [*fields[:at], delimiter.join(fields[at : at + extra + 1]), *fields[at + extra + 1 :]]
             for at in range(width)
         ]
-        return max(reversed(placements), key=shapes.fit)  # max keeps the first: the last column
+        best = max(reversed(placements), key=shapes.fit)  # max keeps the first: the last column
+        cells: list[str | None] = list(best)
+        return cells
 
     def _is_blank(self, fields: list[str]) -> bool:
         """A line of spaces in a table of several columns: not a record."""

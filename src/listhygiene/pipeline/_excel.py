@@ -266,7 +266,7 @@ def _load_workbook(path: Path, limits: WorkbookLimits) -> Any:
                     refused.append(exc)  # openpyxl's read() hides it in its own error
                     raise
 
-    reader.read_strings = read_strings  # type: ignore[method-assign]
+    reader.read_strings = read_strings
     try:
         reader.read()
     except Exception:

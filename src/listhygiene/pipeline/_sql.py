@@ -69,7 +69,9 @@ class SqlSource(Source):
                 f"{self._name}: give exactly one of a table (--table) and a query (--query)"
             )
         _check_database_file(parsed, self._name)
-        self._statement = _select_table(table, self._name) if table is not None else text(query)
+        self._statement = (
+            _select_table(table, self._name) if table is not None else text(str(query))
+        )
         try:
             self._engine = create_engine(
                 parsed, poolclass=NullPool, connect_args=_connect_args(parsed)

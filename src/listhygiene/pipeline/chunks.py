@@ -189,7 +189,9 @@ def _chunk_of(cells: "pa.Array", known: "pa.Array", places: "pa.Array", chunks: 
 def _record(record: Any) -> dict[str, Any]:
     import dataclasses
 
-    return dataclasses.asdict(record) if dataclasses.is_dataclass(record) else dict(record)
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
+        return dataclasses.asdict(record)
+    return dict(record)
 
 
 # --- merge ------------------------------------------------------------------------------------
@@ -413,7 +415,7 @@ def _merged_summary(
     by_status: Counter[str] = Counter()
     by_reason: Counter[str] = Counter()
     addresses: Counter[str] = Counter()
-    credits: Counter[str] = Counter()
+    credits: dict[str, float] = {}
     verdicts: Counter[str] = Counter()
     domains: dict[str, dict[str, Any]] = {}
     empty = 0
@@ -427,7 +429,7 @@ def _merged_summary(
                 addresses[key] += value
         for key, value in (part.get("credits") or {}).items():
             if isinstance(value, int | float) and not isinstance(value, bool):
-                credits[key] += value
+                credits[key] = credits.get(key, 0) + value
         verdicts.update({k: int(v) for k, v in (part.get("verdicts") or {}).items()})
         for entry in part.get("top_domains") or []:
             domains[entry["domain"]] = entry  # a domain is in one chunk only

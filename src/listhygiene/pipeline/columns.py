@@ -85,7 +85,7 @@ def find_email_column(
     source_name: str = "the input",
 ) -> str:
     """The name of the column holding the addresses; :class:`SourceError` when it is unclear."""
-    names = list(schema.names)
+    names: list[str] = [str(n) for n in schema.names]
     if requested is not None:
         return _textual(schema, _requested(names, requested, source_name), source_name)
     nested = [n for n in names if not _readable(schema.field(n).type)]

@@ -791,7 +791,7 @@ class QualityWorker:
             self.close()
             return False
         self.import_seconds = float(value)
-        return answer == "ready"
+        return bool(answer == "ready")
 
     def check_outputs(self, files: Mapping[str, str], **options: Any) -> QualityReport:
         """:func:`check_outputs` where GX was imported; raises what it raises."""
@@ -882,7 +882,7 @@ def _unexpected(outcome: _Outcome) -> int:
 def _indexed(outcome: _Outcome) -> list[dict[str, Any]]:
     """The sampled offending rows, each a dict of the index column and the checked columns."""
     items = outcome.result.get("partial_unexpected_index_list") or []
-    return [item for item in items if isinstance(item, Mapping)]
+    return [dict(item) for item in items if isinstance(item, Mapping)]
 
 
 def _row_number(value: Any) -> str:

@@ -194,7 +194,11 @@ def _view(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 def _input_facts(source: Mapping[str, Any]) -> list[tuple[str, str]]:
     delimiter = source.get("delimiter")
-    shown = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}.get(delimiter, delimiter)
+    shown = (
+        None
+        if delimiter is None
+        else {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}.get(delimiter, delimiter)
+    )
     facts = [
         ("format", source.get("kind")),
         ("encoding", source.get("encoding")),

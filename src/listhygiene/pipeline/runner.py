@@ -455,7 +455,8 @@ def _jsonable(values: Mapping[str, Any]) -> dict[str, Any]:
     """As stored in the manifest's JSON, so that a loaded fingerprint compares equal."""
     import json
 
-    return json.loads(json.dumps(dict(values), default=str))
+    loaded: dict[str, Any] = json.loads(json.dumps(dict(values), default=str))
+    return loaded
 
 
 def _content_hash(value: Any) -> str:

@@ -122,10 +122,14 @@ def run_health(
     if not stored and not current:
         return {}
     health = RunHealth(
-        **{
-            name: int((stored or {}).get(name, 0)) + int((current or {}).get(name, 0))
-            for name in counts
-        }
+    total = {
+        name: int((stored or {}).get(name, 0)) + int((current or {}).get(name, 0))
+        for name in counts
+    }
+        domains_probed=total["domains_probed"],
+        domains_reached=total["domains_reached"],
+        domains_unreachable=total["domains_unreachable"],
+        domains_blocked=total["domains_blocked"],
     )
     return health.as_dict()
 

@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from listhygiene.pipeline.backends import KEY
 
@@ -32,7 +32,7 @@ _MANIFEST = "verdicts"
 
 
 def open_verdicts(
-    verdicts: "str | VerdictStore | None", max_age: Any, *, fresh: bool
+    verdicts: "str | VerdictStore | Literal[False] | None", max_age: Any, *, fresh: bool
 ) -> "RunVerdicts | None":
     """The run's verdict memory: ``verdicts`` is a store, a SQLAlchemy URL, ``"none"`` (or
     False) for none, or None for ``LISTHYGIENE_VERDICTS`` else the default store."""

@@ -179,7 +179,7 @@ def _write_changed(
     if CHANGED not in writers:
         writers[CHANGED] = folder.writer(CHANGED, _changed_schema(schema))
     writers[CHANGED].write_table(rows.cast(_changed_schema(schema)))
-    return rows.num_rows
+    return int(rows.num_rows)
 
 
 class _Rebatcher:
