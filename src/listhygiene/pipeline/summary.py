@@ -121,11 +121,11 @@ def run_health(
     counts = ("domains_probed", "domains_reached", "domains_unreachable", "domains_blocked")
     if not stored and not current:
         return {}
-    health = RunHealth(
     total = {
         name: int((stored or {}).get(name, 0)) + int((current or {}).get(name, 0))
         for name in counts
     }
+    health = RunHealth(
         domains_probed=total["domains_probed"],
         domains_reached=total["domains_reached"],
         domains_unreachable=total["domains_unreachable"],
