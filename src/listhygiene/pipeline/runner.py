@@ -170,6 +170,10 @@ class Run:
                     previous=self.memory.previous_folder(work) if self.memory else None,
                     changed_file=self.memory is not None,
                 )
+            # DuckDB's buffers and Arrow's freed pages go back before the checks, which run in
+            # GX's process meanwhile (docs/pipeline.md, "Memory")
+            tables.close()
+            _release_memory()
             with _timed(self.timings, "quality"):
                 report = self._check(folder, written, rows, worker)
             self.timings["total"] = time.perf_counter() - started
@@ -477,6 +481,12 @@ def _content_hash(value: Any) -> str:
             writer.write_table(value)
         return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
     return repr(value)
+
+
+def _release_memory() -> None:
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def _remote(out: str) -> bool:

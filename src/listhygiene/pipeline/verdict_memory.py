@@ -29,6 +29,9 @@ VERDICTS_VARIABLE = "LISTHYGIENE_VERDICTS"
 CHANGED = "changed.parquet"
 _PREVIOUS = "previous"
 _MANIFEST = "verdicts"
+#: Results kept in the store per write: the store turns each into Python rows, so a job's
+#: results go in slices of this many (docs/pipeline.md, "Memory").
+SAVE_BATCH = 50_000
 
 
 def open_verdicts(
@@ -102,8 +105,10 @@ class RunVerdicts:
         return pc.filter(missing, pc.invert(pc.is_in(missing, value_set=reused.column(KEY))))
 
     def save(self, results: "pa.Table", *, backend: str) -> None:
-        """Keep results as they arrive (blocking: the caller runs it on a thread)."""
-        self.store.save(results, backend=backend)
+        """Keep results as they arrive (blocking: the caller runs it on a thread), a bounded
+        slice at a time."""
+        for start in range(0, results.num_rows, SAVE_BATCH):
+            self.store.save(results.slice(start, SAVE_BATCH), backend=backend)
 
     def _keep_previous(self, work: "WorkDir", previous: "pa.Table") -> None:
         """One more part of ``previous/``; where a resumed run's parts disagree, the earliest

@@ -16,6 +16,7 @@ processes and machines may share one store (PostgreSQL) at once. See docs/pipeli
 
 import hashlib
 import json
+import operator
 import os
 import re
 import secrets
@@ -239,6 +240,9 @@ class VerdictStore:
             ids = self._domain_ids(conn, hosts, moment)
             given["domain_id"] = [ids[d] for d in known.column("domain").to_pylist()]
             rows = list(zip(*(given[n] for n in order), strict=True))
+            # in key order: the key's index pages are then visited in order, each once, not at
+            # random (3x faster on SQLite past its page cache; docs/pipeline.md, "Speed")
+            rows.sort(key=operator.itemgetter(order.index("key")))
             cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
             try:
                 for chunk in _chunks(rows, BATCH * 10):
