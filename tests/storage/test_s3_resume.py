@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 
 from listhygiene.pipeline.backends import KEY
 from listhygiene.pipeline.result import STATUSES
@@ -32,6 +33,9 @@ def _cli(env: dict[str, str], *args: str, **kwargs: Any) -> "subprocess.Popen[st
     )
 
 
+# three CLI runs' imports, GX's among them, and the world's slow mail host: past 120 s on a busy
+# machine
+@pytest.mark.timeout(300)
 def test_a_killed_run_resumes_on_another_machine_from_the_bucket(
     s3: Any, bucket: str, s3_env: dict[str, str], sandbox: Sandbox, tmp_path: Path
 ) -> None:
