@@ -1,4 +1,5 @@
-"""What every test package shares: real PostgreSQL databases, and no verdict store by default.
+"""What every test package shares: real PostgreSQL databases, the sandbox mail world, and no
+verdict store by default.
 
 Every ``clean`` reuses verdicts from the user's verdict store unless told otherwise; the tests
 verify against many sandbox worlds in which one address has different verdicts, so a shared store
@@ -9,6 +10,11 @@ PostgreSQL is ``postgresql://postgres@127.0.0.1:5432/test`` (trust authenticatio
 ``LISTHYGIENE_TEST_POSTGRES`` names another; the tests create uniquely named databases
 ``lh_test_<random>`` there and drop them at the end of the session. Without a reachable server,
 the PostgreSQL cases are skipped, with the reason in the summary.
+
+``sandbox`` is the one mail world fixture: the sample world (``sample_data/world.json``, the
+plugin's session-wide ``mail_sandbox``), or the world a test module names in ``SANDBOX_WORLD``,
+started for that module alone. A test that needs a world of its own (greylisting remembers whom
+it has seen) takes the plugin's ``make_mail_sandbox``.
 """
 
 import os
@@ -21,6 +27,8 @@ from sqlalchemy.engine import make_url
 
 if TYPE_CHECKING:
     import psycopg
+
+    from listhygiene.sandbox import Sandbox
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -72,3 +80,17 @@ def new_pg_database() -> Iterator[Callable[[], str]]:
 def pg_url(new_pg_database: Callable[[], str]) -> str:
     """One database shared by the session's stores (each test makes its own keys)."""
     return new_pg_database()
+
+
+@pytest.fixture(scope="module")
+def sandbox(request: pytest.FixtureRequest) -> "Iterator[Sandbox]":
+    """The module's ``SANDBOX_WORLD`` (a world file, mapping or ``World``), running for the
+    module's tests; without one, the sample world shared by the whole session."""
+    world = getattr(request.module, "SANDBOX_WORLD", None)
+    if world is None:
+        yield request.getfixturevalue("mail_sandbox")
+        return
+    from listhygiene.sandbox import Sandbox
+
+    with Sandbox(world) as running:
+        yield running

@@ -1,9 +1,14 @@
-"""Databases for the service's tests: a SQLite file, and a real PostgreSQL server (databases
-made by ``new_pg_database`` of ``tests/conftest.py``)."""
+"""The service's one store fixture, on a SQLite file and on a real PostgreSQL server (databases
+made by ``new_pg_database`` of ``tests/conftest.py``, which also gives the ``sandbox``).
+
+``store`` lives as long as its test module, on each backend the module's ``STORE_BACKENDS``
+names (both by default): a module whose tests share one running server names ``("sqlite",)``.
+Tests make their own keys, so they do not see one another's rows (PostgreSQL's database is even
+shared by the whole session).
+"""
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,18 +17,21 @@ from tests.conftest import _admin_connection
 
 __all__ = ["_admin_connection"]  # the fault tests terminate PostgreSQL backends with it
 
-if TYPE_CHECKING:
-    from listhygiene.sandbox import Sandbox
-
 BACKENDS = ("sqlite", "postgresql")
 
 
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A database URL for each backend; PostgreSQL's is shared by the session."""
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "db_url" in metafunc.fixturenames:
+        backends = getattr(metafunc.module, "STORE_BACKENDS", BACKENDS)
+        metafunc.parametrize("db_url", backends, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The store's database URL on one backend, for one test module."""
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    return request.getfixturevalue("pg_url")
+        return f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
+    return str(request.getfixturevalue("pg_url"))
 
 
 @pytest.fixture(params=BACKENDS)
@@ -31,19 +39,11 @@ def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The URL of a database that has never seen the schema, for each backend."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'empty.db'}"
-    return request.getfixturevalue("new_pg_database")()
+    return str(request.getfixturevalue("new_pg_database")())
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def store(db_url: str) -> Iterator[Store]:
+    """The store of a test module's tests (and of the server they share, if any)."""
     with Store(db_url) as opened:
         yield opened
-
-
-@pytest.fixture(scope="session")
-def sandbox() -> "Iterator[Sandbox]":
-    """The sample mail world, shared by every service test that verifies addresses."""
-    from listhygiene.sandbox import Sandbox
-
-    with Sandbox("sample_data/world.json") as running:
-        yield running

@@ -1,16 +1,44 @@
 """What the service's tests share: a real HTTP server (uvicorn in a thread on a free loopback
-port), an engine on the sandbox, and the two forms' authentication headers."""
+port), a real ``listhygiene serve`` process (:class:`Server`), an engine on the sandbox, a world
+of slow mail hosts for the fault tests, and the two forms' authentication headers."""
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
+from sqlalchemy import select
 
 from listhygiene.engine import Engine, EngineSettings
 from listhygiene.sandbox import Sandbox
+from listhygiene.service.store import Store
+from listhygiene.service.store.models import JobResult
+
+#: The slow world's domains and mailboxes (``SLOW_WORLD``).
+SLOW_DOMAINS = [f"slow{i}.test" for i in range(16)]
+SLOW_PEOPLE = ("ann", "bob")
+#: Slow hosts: with two SMTP sessions at a time (``Server``'s default ``--concurrency 2``) a job
+#: of its addresses takes several seconds, long enough to kill a server in the middle of it.
+SLOW_WORLD = {
+    "description": "slow mail hosts for the fault tests",
+    "domains": {
+        domain: {
+            "mx": [{"preference": 10, "host": f"mx.{domain}"}],
+            "mailboxes": list(SLOW_PEOPLE),
+        }
+        for domain in SLOW_DOMAINS
+    },
+    "hosts": {f"mx.{domain}": {"latency_ms": 150} for domain in SLOW_DOMAINS},
+}
+SLOW_ADDRESSES = [f"{person}@{domain}" for domain in SLOW_DOMAINS for person in SLOW_PEOPLE]
 
 
 class LiveServer:
@@ -34,6 +62,85 @@ class LiveServer:
     def __exit__(self, *_exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+class Server:
+    """One ``listhygiene serve`` process on ``db``, its engine on ``sandbox``; its output (the
+    access log on stdout, the rest on stderr) goes to ``log`` (a file, so that a chatty server
+    never blocks on a full pipe)."""
+
+    def __init__(
+        self,
+        db: str,
+        sandbox: Sandbox,
+        *,
+        args: Sequence[str] = ("--stale-after", "1", "--concurrency", "2"),
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
+    ) -> None:
+        self.port = free_port()
+        environment = {
+            **os.environ,
+            **sandbox.engine_environment(),
+            "LISTHYGIENE_HELO": "verifier.test",
+            "LISTHYGIENE_SMTP_TIMEOUT": "5",
+            **(env or {}),
+        }
+        command = [
+            *(sys.executable, "-m", "listhygiene.cli", "serve"),
+            *("--db", db, "--port", str(self.port), *args),
+        ]
+        self.log = log
+        stderr: Any = open(log, "a") if log is not None else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            self.process = subprocess.Popen(command, env=environment, stdout=stderr, stderr=stderr)
+        finally:
+            if log is not None:
+                stderr.close()
+        self.root = f"http://127.0.0.1:{self.port}"
+        self.base = f"{self.root}/a/v1"
+        deadline = time.monotonic() + 60  # a loaded machine starts it slowly
+        while True:
+            try:
+                httpx.get(f"{self.base}/credits", timeout=1)
+                return
+            except httpx.TransportError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"server did not start: {self.stderr()}") from None
+                time.sleep(0.1)
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def stderr(self) -> str:
+        return self.log.read_text() if self.log is not None and self.log.exists() else ""
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+def probed(sandbox: Sandbox) -> list[str]:
+    """The real addresses the slow world's hosts were asked about (not the catch-all probes)."""
+    seen = []
+    for domain in SLOW_DOMAINS:
+        seen += [r for r in sandbox.stats(f"mx.{domain}").recipients if not r.startswith("lh-")]
+    return seen
+
+
+def saved(db: str) -> set[str]:
+    """The addresses whose results the store at ``db`` holds."""
+    with Store(db) as store, store.transaction() as conn:
+        return set(conn.execute(select(JobResult.address)).scalars())
 
 
 def parent_of(pid: int) -> int:

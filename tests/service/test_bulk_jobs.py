@@ -27,6 +27,9 @@ from listhygiene.service.store.models import JobResult
 from listhygiene.service.worker import JobWorker
 from tests.service.live import LiveServer, b, engine_for
 
+#: One server per module, on the store of tests/service/conftest.py, on SQLite.
+STORE_BACKENDS = ("sqlite",)
+
 VALID = "alice.johnson@acme-corp.test"
 NO_MAILBOX = "nobody.here@acme-corp.test"
 SERVFAIL = "claire.dupont@humongous-insurance.test"  # unknown, fast
@@ -91,13 +94,6 @@ class SlowEngine:
             async for pair in self.engine.verify_each([email], check_smtp=check_smtp, **lane):
                 self.verified.append(str(pair[0]))
                 yield pair
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    path: Path = tmp_path_factory.mktemp("bulk") / "store.db"
-    with Store(f"sqlite:///{path}") as opened:
-        yield opened
 
 
 #: What the service's webhook resolver answers here (no public name resolves on this machine).

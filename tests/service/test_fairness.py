@@ -10,7 +10,6 @@ made when the other key's answers were all in, out of the job's total (docs/serv
 
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -38,19 +37,16 @@ def _world() -> dict[str, Any]:
     return {"domains": domains}
 
 
-@pytest.fixture(scope="module")
-def slow_dns_world() -> Iterator[Sandbox]:
-    with Sandbox(_world()) as sandbox:
-        yield sandbox
+SANDBOX_WORLD = _world()
+STORE_BACKENDS = ("sqlite",)
 
 
 @pytest.fixture
-def served(slow_dns_world: Sandbox, tmp_path: Path) -> Iterator[tuple[str, Store, Engine]]:
-    engine = engine_for(slow_dns_world, dns_timeout=5)
-    with Store(f"sqlite:///{tmp_path / 'store.db'}") as store:
-        app = create_app(store, engine, worker_options={"poll_seconds": 0.05})
-        with LiveServer(app) as url:
-            yield url, store, engine
+def served(sandbox: Sandbox, store: Store) -> Iterator[tuple[str, Store, Engine]]:
+    engine = engine_for(sandbox, dns_timeout=5)
+    app = create_app(store, engine, worker_options={"poll_seconds": 0.05})
+    with LiveServer(app) as url:
+        yield url, store, engine
 
 
 def _wait_until(condition: Callable[[], bool], seconds: float = 60) -> None:

@@ -10,15 +10,14 @@ mailboxes come back ``unknown`` instead of ``valid`` (docs/service.md, Faults).
 import csv
 import io
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
 from listhygiene.sandbox import Sandbox
-from tests.service.live import a
-from tests.service.test_file_job_restart import Server, saved
+from tests.service.live import Server, a, saved
 
 DOMAINS = [f"grey{i}.test" for i in range(12)]
 PEOPLE = ("ann", "bob")
@@ -35,19 +34,15 @@ WORLD = {
 ADDRESSES = [f"{who}@{domain}" for domain in DOMAINS for who in (*PEOPLE, "nobody")]
 ROWS = [["id", "email"]] + [[str(i), e] for i, e in enumerate(ADDRESSES + ADDRESSES[:4])]
 ENV = {"LISTHYGIENE_RETRY_DELAYS": "1,1"}
+#: The module's one test runs in a world of its own (``sandbox`` of tests/conftest.py), and
+#: the uninterrupted run in another (greylisting remembers whom it has seen).
+SANDBOX_WORLD = WORLD
 
 
 def _upload() -> bytes:
     content = io.StringIO()
     csv.writer(content).writerows(ROWS)
     return content.getvalue().encode()
-
-
-@pytest.fixture
-def world() -> Iterator[Sandbox]:
-    """A fresh world per run: greylisting remembers who it has seen."""
-    with Sandbox(WORLD) as running:
-        yield running
 
 
 def _submit(server: Server, key: str) -> str:
@@ -76,18 +71,14 @@ def _verdicts(server: Server, key: str, job_id: str) -> list[tuple[str, str, str
     return [(r["id"], r["email"], r["status"]) for r in csv.DictReader(io.StringIO(result.text))]
 
 
-def _uninterrupted(tmp_path: Path) -> list[tuple[str, str, str]]:
+def _uninterrupted(fresh: Sandbox, tmp_path: Path) -> list[tuple[str, str, str]]:
     from listhygiene.service.store import Store
 
     db = f"sqlite:///{tmp_path / 'whole.db'}"
     with Store(db) as store:
         key, _ = store.create_key("whole", 1000)
-    with Sandbox(WORLD) as fresh:
-        server = Server(db, fresh, env=ENV, log=tmp_path / "whole.log")
-        try:
-            return _verdicts(server, key, _submit(server, key))
-        finally:
-            server.stop()
+    with Server(db, fresh, env=ENV, log=tmp_path / "whole.log") as server:
+        return _verdicts(server, key, _submit(server, key))
 
 
 def _interrupted_domain(world: Sandbox, db: str) -> bool:
@@ -103,7 +94,10 @@ def _interrupted_domain(world: Sandbox, db: str) -> bool:
 
 
 @pytest.mark.timeout(240)
-def test_greylisted_verdicts_survive_a_kill_and_restart(world: Sandbox, tmp_path: Path) -> None:
+def test_greylisted_verdicts_survive_a_kill_and_restart(
+    sandbox: Sandbox, make_mail_sandbox: Callable[..., Sandbox], tmp_path: Path
+) -> None:
+    world = sandbox
     from listhygiene.service.store import Store
 
     db = f"sqlite:///{tmp_path / 'grey.db'}"
@@ -120,15 +114,12 @@ def test_greylisted_verdicts_survive_a_kill_and_restart(world: Sandbox, tmp_path
         first.kill()
     assert len(saved(db)) < len(ADDRESSES), "kill the server in the middle of the job"
 
-    second = Server(db, world, env=ENV, log=tmp_path / "second.log")
-    try:
+    with Server(db, world, env=ENV, log=tmp_path / "second.log") as second:
         resumed = _verdicts(second, key, job_id)
-    finally:
-        second.stop()
 
     assert [(i, e) for i, e, _ in resumed] == [(r[0], r[1]) for r in ROWS[1:]]  # one per row
     assert saved(db) == set(ADDRESSES)  # every address has its one result
-    expected = _uninterrupted(tmp_path)
+    expected = _uninterrupted(make_mail_sandbox(WORLD), tmp_path)
     assert {e: s for _, e, s in expected} == {
         e: "invalid" if e.startswith("nobody@") else "valid" for e in ADDRESSES
     }

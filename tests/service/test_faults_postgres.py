@@ -17,10 +17,11 @@ from listhygiene.sandbox import Sandbox
 from listhygiene.service.store import Store
 from listhygiene.service.store.models import Job, JobResult
 from tests.conftest import _admin_connection
-from tests.service.live import b
-from tests.service.test_file_job_restart import ADDRESSES, WORLD, Server
+from tests.service.live import SLOW_ADDRESSES as ADDRESSES
+from tests.service.live import SLOW_WORLD, Server, b
 
 CREDITS = 100
+SANDBOX_WORLD = SLOW_WORLD
 #: The first statement of a save of results (store/jobs.py, save_results), as pg_stat_activity
 #: shows it: a heartbeat is the same UPDATE without RETURNING.
 SAVE = "UPDATE jobs SET heartbeat_at=% RETURNING jobs.form%"
@@ -28,12 +29,6 @@ TERMINATE = (
     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
     " WHERE datname = %s AND pid <> pg_backend_pid() AND pid <> ALL(%s)"
 )
-
-
-@pytest.fixture(scope="module")
-def slow_world() -> Iterator[Sandbox]:
-    with Sandbox(WORLD) as running:
-        yield running
 
 
 @pytest.fixture
@@ -103,7 +98,7 @@ def _check_complete(db: str, key_id: str, job_id: str, status: dict[str, Any]) -
 @pytest.fixture(params=[10.0])
 def running(
     request: pytest.FixtureRequest,
-    slow_world: Sandbox,
+    sandbox: Sandbox,
     new_pg_database: Callable[[], str],
     tmp_path: Path,
 ) -> Iterator[tuple[str, Server, str, str]]:
@@ -116,7 +111,7 @@ def running(
     with Store(db) as store:
         key, row = store.create_key("faults", CREDITS)
     args = ("--stale-after", str(request.param), "--concurrency", "2")
-    server = Server(db, slow_world, args=args, log=tmp_path / "server.log")
+    server = Server(db, sandbox, args=args, log=tmp_path / "server.log")
     try:
         yield db, server, key, row.id
     finally:

@@ -17,11 +17,10 @@ from sqlalchemy import select
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.store import Store
 from listhygiene.service.store.models import WebhookOutbox
-from tests.service import test_file_job_restart as restart
-from tests.service.live import b
-from tests.service.test_file_job_restart import ADDRESSES, WORLD, Server
+from tests.service.live import SLOW_ADDRESSES as ADDRESSES
+from tests.service.live import SLOW_WORLD, Server, b
 
-fresh_db = restart.fresh_db  # an empty SQLite file and an empty PostgreSQL database
+SANDBOX_WORLD = SLOW_WORLD
 WEBHOOK_ARGS = (
     *("--stale-after", "1", "--concurrency", "2"),
     *("--allow-http-webhooks", "--allow-private-webhooks"),
@@ -69,12 +68,6 @@ def receiver() -> Iterator[Receiver]:
     running.close()
 
 
-@pytest.fixture(scope="module")
-def world() -> Iterator[Sandbox]:
-    with Sandbox(WORLD) as running:
-        yield running
-
-
 def _outbox(db: str) -> list[tuple[int, Any]]:
     """``(attempts, delivered_at)`` of every queued delivery."""
     with Store(db, migrate=False) as store, store.transaction() as conn:
@@ -91,12 +84,12 @@ def _wait(condition: Callable[[], Any], what: str, timeout: float = 90) -> None:
 
 @pytest.mark.timeout(150)
 def test_a_pending_delivery_is_delivered_once_after_a_crash(
-    fresh_db: str, world: Sandbox, receiver: Receiver, tmp_path: Path
+    empty_db_url: str, sandbox: Sandbox, receiver: Receiver, tmp_path: Path
 ) -> None:
-    db = fresh_db
+    db = empty_db_url
     with Store(db) as store:
         key, _ = store.create_key("hooks", 100)
-    first = Server(db, world, args=WEBHOOK_ARGS, log=tmp_path / "first.log")
+    first = Server(db, sandbox, args=WEBHOOK_ARGS, log=tmp_path / "first.log")
     try:
         response = httpx.post(
             f"{first.root}/b/v1/verify/bulk",
@@ -112,7 +105,7 @@ def test_a_pending_delivery_is_delivered_once_after_a_crash(
         first.kill()
     assert [(event, answer) for event, _, answer in receiver.seen] == [("bulk.completed", 503)]
 
-    second = Server(db, world, args=WEBHOOK_ARGS, log=tmp_path / "second.log")
+    second = Server(db, sandbox, args=WEBHOOK_ARGS, log=tmp_path / "second.log")
     try:
         _wait(lambda: [d for _, d in _outbox(db) if d is not None], "never delivered")
     finally:

@@ -25,6 +25,9 @@ from listhygiene.service.store.models import WebhookOutbox
 from listhygiene.service.upload import MAX_FILE_BYTES, MAX_ROWS
 from tests.service.live import LiveServer, a, engine_for
 
+#: One server per module, on the store of tests/service/conftest.py, on SQLite.
+STORE_BACKENDS = ("sqlite",)
+
 VALID = "alice.johnson@acme-corp.test"
 NO_MAILBOX = "nobody.here@acme-corp.test"
 CATCH_ALL = "nina.patel@fabrikam.test"
@@ -119,13 +122,6 @@ def xls_bytes(rows: list[list[str]]) -> bytes:
     out = io.BytesIO()
     book.save(out)
     return out.getvalue()
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    path: Path = tmp_path_factory.mktemp("files") / "store.db"
-    with Store(f"sqlite:///{path}") as opened:
-        yield opened
 
 
 @pytest.fixture(scope="module")

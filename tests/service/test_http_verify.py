@@ -2,7 +2,6 @@
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,6 +12,9 @@ from listhygiene.sandbox import Sandbox
 from listhygiene.service.app import create_app
 from listhygiene.service.store import Store
 from tests.service.live import LiveServer, a, b, engine_for
+
+#: One server per module, on the store of tests/service/conftest.py, on SQLite.
+STORE_BACKENDS = ("sqlite",)
 
 VALID = "alice.johnson@acme-corp.test"
 NO_MAILBOX = "nobody.here@acme-corp.test"
@@ -42,13 +44,6 @@ class FailingEngine:
     async def verify_each(self, emails: Any, *, check_smtp: bool | None = None, **lane: Any) -> Any:
         raise RuntimeError("secret internal detail")
         yield  # pragma: no cover
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    path: Path = tmp_path_factory.mktemp("http") / "store.db"
-    with Store(f"sqlite:///{path}") as opened:
-        yield opened
 
 
 @pytest.fixture(scope="module")

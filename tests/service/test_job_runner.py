@@ -20,8 +20,7 @@ from sqlalchemy import select
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.store import Store
 from listhygiene.service.store.models import Job
-from tests.service.live import a, b, parent_of
-from tests.service.test_file_job_restart import Server
+from tests.service.live import Server, a, b, parent_of
 
 PEOPLE = ["alice.johnson@acme-corp.test", "bob.smith@acme-corp.test"]
 

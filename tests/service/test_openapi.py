@@ -36,6 +36,9 @@ from listhygiene.service.store import Store
 from listhygiene.statuses import Status
 from tests.service.live import LiveServer, b, engine_for
 
+#: One server per module, on the store of tests/service/conftest.py, on SQLite.
+STORE_BACKENDS = ("sqlite",)
+
 KEY_HEADER = "LISTHYGIENE-API-KEY"
 ALL_OPERATIONS_A = {
     ("POST", "/verify/single"),
@@ -110,13 +113,6 @@ async def resolve(host: str, port: int) -> list[str]:
     if host == HOOK_HOST:
         return ["93.184.215.14"]
     raise OSError(f"{host} does not resolve")
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    path: Path = tmp_path_factory.mktemp("openapi") / "store.db"
-    with Store(f"sqlite:///{path}") as opened:
-        yield opened
 
 
 @pytest.fixture(scope="module")

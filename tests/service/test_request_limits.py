@@ -14,7 +14,7 @@ import pytest
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.guards import MAX_HEAD_BYTES, MAX_HEADER_COUNT
 from listhygiene.service.store import Store
-from tests.service.test_file_job_restart import Server
+from tests.service.live import Server
 
 pytestmark = pytest.mark.timeout(120)
 

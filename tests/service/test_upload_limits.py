@@ -23,8 +23,7 @@ from listhygiene.sandbox import Sandbox
 from listhygiene.service import files_a
 from listhygiene.service.app import create_app
 from listhygiene.service.store import Store
-from tests.service.live import LiveServer, a, engine_for
-from tests.service.test_file_job_restart import Server
+from tests.service.live import LiveServer, Server, a, engine_for
 from tests.service.upload_files import _NS, _PARTS, heavy_xlsx, hostile_xlsx, many_rows_xlsx
 
 BOUND_MIB = 256

@@ -37,6 +37,9 @@ from listhygiene.service.store import Store
 from listhygiene.service.store import webhooks as webhook_store
 from tests.service.live import LiveServer, a, b
 
+#: One server per module, on the store of tests/service/conftest.py, on SQLite.
+STORE_BACKENDS = ("sqlite",)
+
 ENVELOPE = {"success", "code", "message", "data"}
 ERROR_A = {"success", "code", "message", "error"}
 A_HOOK = {"id", "url", "events", "is_active", "created_at", "updated_at"}
@@ -153,13 +156,6 @@ def receiver(certificate: tuple[Path, Path]) -> Iterator[Receiver]:
 
 
 # -- the service -------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    path: Path = tmp_path_factory.mktemp("webhooks") / "store.db"
-    with Store(f"sqlite:///{path}") as opened:
-        yield opened
 
 
 SCHEDULE = (0.3, 0.6, 1.0, 2.0, 4.0)
