@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from listhygiene.service.store import Store
-from tests.conftest import _admin_connection
+from tests.conftest import _admin_connection, sandbox
 
-__all__ = ["_admin_connection"]  # the fault tests terminate PostgreSQL backends with it
+# the fault tests terminate PostgreSQL backends with _admin_connection; tests/clients/conftest.py
+# takes the sandbox fixture from here (it is tests/conftest.py's)
+__all__ = ["_admin_connection", "sandbox"]
 
 BACKENDS = ("sqlite", "postgresql")
 
