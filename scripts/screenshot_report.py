@@ -90,6 +90,25 @@ def example_summary() -> dict[str, Any]:
             "retried": 0,
         },
         "credits": {"used": 810},
+        "suggestions": {
+            "rows": 14,
+            "domains": 4,
+            "top": [
+                {"domain": "gmial.com", "suggested": "gmail.com", "rows": 6},
+                {"domain": "hotmial.com", "suggested": "hotmail.com", "rows": 4},
+                {"domain": "yahoo.con", "suggested": "yahoo.com", "rows": 3},
+                {"domain": "northwind.tset", "suggested": "northwind.test", "rows": 1},
+            ],
+        },
+        "mx_providers": {
+            "google": 402,
+            "microsoft": 251,
+            "self_hosted": 160,
+            "proofpoint": 61,
+            "other": 58,
+            "yahoo": 40,
+            "none": 28,
+        },
         "top_domains": [
             {"domain": domain, "rows": rows, "by_status": split} for domain, rows, split in domains
         ],

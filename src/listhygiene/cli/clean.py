@@ -125,6 +125,14 @@ class _Progress:
     "--fresh", is_flag=True, help="Verify every address again (and update the verdict store)."
 )
 @click.option(
+    "--columns",
+    "extra_columns",
+    metavar="+NAME,...",
+    help="Extra columns after the result columns: +suggestion (the address likely meant when "
+    "the domain looks like a typo), +mx_provider (who runs the domain's mail). The summary and "
+    "the report count both either way (docs/results.md).",
+)
+@click.option(
     "--retry-unknown-after",
     metavar="DURATION",
     help="Verify again, after DURATION (e.g. 15m), addresses that ended unknown for "
@@ -158,6 +166,7 @@ def clean(
     verdicts_url: str | None,
     max_age: str | None,
     fresh: bool,
+    extra_columns: str | None,
     retry_unknown_after: str | None,
     storage_options: tuple[str, ...],
     engine_settings: dict[str, Any],
@@ -173,6 +182,7 @@ def clean(
     \b
     Example:
         listhygiene clean contacts.csv --out cleaned/
+        listhygiene clean contacts.csv --out cleaned/ --columns +suggestion,+mx_provider
         listhygiene clean postgresql://db/crm --table contacts --out s3://bucket/clean/ --no-smtp
         LISTHYGIENE_API_KEY=lh_... listhygiene clean contacts.csv --out cleaned/ \\
             --backend form-b --base-url https://verify.example.com/b/v1
@@ -212,6 +222,7 @@ def clean(
             max_age=max_age,
             fresh=fresh,
             progress=progress,
+            extra_columns=extra_columns,
         )
     except Exception as exc:
         progress.close()

@@ -104,6 +104,11 @@ class Suggester:
         own = [d.lower().strip() for d in common if d]
         self.candidates: tuple[str, ...] = tuple(dict.fromkeys([*PROVIDER_DOMAINS, *own]))
         self._known = frozenset(self.candidates)
+        # by length: a domain is compared only with candidates it could be within reach of
+        self._by_length: dict[int, list[tuple[int, str]]] = {}
+        self._windows: dict[tuple[int, int], list[str]] = {}
+        for rank, candidate in enumerate(self.candidates):
+            self._by_length.setdefault(len(candidate), []).append((rank, candidate))
         self._lists = lists
         self._cache: dict[str, str | None] = {}
 
@@ -126,10 +131,25 @@ class Suggester:
         from rapidfuzz import process
         from rapidfuzz.distance import OSA
 
-        best = process.extractOne(
-            domain, self.candidates, scorer=OSA.distance, score_cutoff=_max_distance(domain)
-        )
+        reach = _max_distance(domain)
+        near = self._near(len(domain), reach)
+        if not near:
+            return None
+        best = process.extractOne(domain, near, scorer=OSA.distance, score_cutoff=reach)
         return None if best is None else str(best[0])
+
+    def _near(self, length: int, reach: int) -> list[str]:
+        """The candidates within ``reach`` of ``length`` characters, most used first."""
+        key = (length, reach)
+        found = self._windows.get(key)
+        if found is None:
+            pairs = sorted(
+                pair
+                for size in range(length - reach, length + reach + 1)
+                for pair in self._by_length.get(size, ())
+            )
+            found = self._windows[key] = [candidate for _, candidate in pairs]
+        return found
 
     def address(self, email: str) -> str | None:
         """``email`` with its domain replaced by the likely intended one, or None."""

@@ -6,12 +6,13 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from listhygiene.engine import EngineSettings
+from listhygiene.pipeline.advice import parse_extra_columns
 from listhygiene.pipeline.backends import Backend, JobRef
 from listhygiene.pipeline.result import CleanResult, _remove_tree
 from listhygiene.pipeline.runner import Progress, Run
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from listhygiene.verdicts import VerdictStore
 
@@ -44,6 +45,7 @@ async def aclean(
     max_age: "str | float | Mapping[str, float] | None" = None,
     fresh: bool = False,
     progress: Progress | None = None,
+    extra_columns: "str | Sequence[str] | None" = None,
     **engine_overrides: Any,
 ) -> CleanResult:
     """Clean ``source`` (a file path, a SQLAlchemy URL with ``table`` or ``query``, a pandas
@@ -63,6 +65,10 @@ async def aclean(
     ``LISTHYGIENE_VERDICTS``, else ``verdicts.sqlite`` in the user's cache directory);
     ``max_age`` how old a reused verdict may be (``"30d"``, ``"valid=14d,risky=1d"``, seconds, or
     a mapping of status to seconds); ``fresh`` verifies everything again (and updates the store).
+
+    ``extra_columns`` (``["suggestion", "mx_provider"]`` or ``"+suggestion,+mx_provider"``) adds
+    those columns after the result columns; the summary counts both either way
+    (docs/results.md, "Extra columns").
     """
     if quality not in ("fail", "warn"):
         raise ValueError("quality must be 'fail' or 'warn'")
@@ -89,6 +95,7 @@ async def aclean(
             "max_age": max_age,
             "fresh": fresh,
             "progress": progress,
+            "extra_columns": extra_columns,
             **engine_overrides,
         },
     )
@@ -141,6 +148,7 @@ def _make_run(source: Any, out: str | os.PathLike[str], options: dict[str, Any])
         "max_age",
         "fresh",
         "progress",
+        "extra_columns",
     }
     engine_overrides = {k: v for k, v in options.items() if k not in known}
     return Run(
@@ -161,6 +169,7 @@ def _make_run(source: Any, out: str | os.PathLike[str], options: dict[str, Any])
         max_age=options.get("max_age"),
         fresh=bool(options.get("fresh", False)),
         progress=options.get("progress") or (lambda phase, done, total: None),
+        extra_columns=parse_extra_columns(options.get("extra_columns")),
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 
+from listhygiene.pipeline.report_advice import providers_chart, suggestions_view
 from listhygiene.statuses import Reason, Status
 
 __all__ = ["STATUS_COLOURS", "render_report"]
@@ -183,6 +184,8 @@ def _view(summary: Mapping[str, Any]) -> dict[str, Any]:
         "statuses": _status_chart(by_status, total),
         "reasons": _reason_chart(_map(rows.get("by_reason")), total),
         "domains": _domains(_list(summary.get("top_domains"))),
+        "providers": providers_chart(_map(summary.get("mx_providers")), total),
+        "suggestions": suggestions_view(_map(summary.get("suggestions"))),
         "quality": _quality(quality),
         "verdicts": _verdicts(_map(summary.get("verdicts")), _map(summary.get("verdict_store"))),
         "bad_records": _bad_records(_list(source.get("bad_records"))),

@@ -86,6 +86,8 @@ class Run:
     max_age: Any
     fresh: bool
     progress: Progress
+    #: Of ``suggestion``, ``mx_provider``: written after the result columns (pipeline/advice.py).
+    extra_columns: tuple[str, ...] = ()
     #: The verdict store as this run uses it (None: no store), open while the run runs.
     memory: "RunVerdicts | None" = None
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -169,6 +171,7 @@ class Run:
                     tables,
                     previous=self.memory.previous_folder(work) if self.memory else None,
                     changed_file=self.memory is not None,
+                    extra_columns=self.extra_columns,
                 )
             # DuckDB's buffers and Arrow's freed pages go back before the checks, which run in
             # GX's process meanwhile (docs/pipeline.md, "Memory")

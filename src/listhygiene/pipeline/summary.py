@@ -85,6 +85,7 @@ class Summary:
                 "resumed": self.resumed,
             },
             "credits": {"used": int(written.credits), **self.uncertain_credits},
+            **written.advice.summary(),  # suggestions, mx_providers (pipeline/advice.py)
             "top_domains": [
                 {"domain": d, "rows": sum(c.values()), "by_status": dict(c)}
                 for d, c in top[:TOP_DOMAINS]

@@ -31,7 +31,10 @@ __all__ = ["MEMORY_LIMIT", "PENDING", "PROFILE_FIELDS", "Joined", "WorkTables"]
 MEMORY_LIMIT = os.environ.get("LISTHYGIENE_WORK_MEMORY", "384MB")
 #: The result columns shared by many addresses (a domain's facts, a status and its reason): the
 #: join carries a small integer naming their combination instead of the columns themselves.
-PROFILE_FIELDS = tuple(f for f in FORM_A_FIELDS if f not in ("email", "response_time"))
+PROFILE_FIELDS = (
+    *(f for f in FORM_A_FIELDS if f not in ("email", "response_time")),
+    "mx_provider",  # a domain's fact too (pipeline/advice.py)
+)
 _DISTINCT = "distinct.parquet"
 PENDING = "pending.parquet"
 
@@ -186,7 +189,7 @@ class WorkTables:
         from listhygiene.results import arrow_schema
 
         latest = self._latest()
-        schema = arrow_schema()
+        schema = arrow_schema(internal=True)
         rows = self._parts("rows")
         if not rows:
             empty = pa.schema([schema.field(f) for f in PROFILE_FIELDS]).empty_table()
@@ -236,6 +239,13 @@ class WorkTables:
             f"ORDER BY r.{ROW}"
         ).to_arrow_reader(batch_rows)
         return Joined(iter(reader), profiles)
+
+    def common_domains(self) -> list[str]:
+        """The rows' most common domains, most common first (pipeline/advice.py)."""
+        from listhygiene.pipeline.advice import common_domains
+
+        rows = self._parts("rows")
+        return common_domains(self.db, rows) if rows else []
 
     def transitions(self) -> dict[str, int]:
         """``previous->now`` counts of the addresses whose status changed (after :meth:`joined`)."""

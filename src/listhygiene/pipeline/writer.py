@@ -12,7 +12,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from listhygiene.engine.suggest import Suggester
 from listhygiene.errors import PipelineError
+from listhygiene.pipeline.advice import Advice
 from listhygiene.pipeline.outputs import OutputFolder
 from listhygiene.pipeline.result import STATUSES
 from listhygiene.pipeline.verdict_memory import CHANGED
@@ -47,6 +49,8 @@ class Written:
     credits: int = 0
     #: Rows without an address.
     blank: int = 0
+    #: Suggestions and providers, counted whether or not their columns are written.
+    advice: Advice = field(default_factory=Advice)
     #: Rows in ``changed.parquet``, and the addresses whose status changed, by transition.
     changed_rows: int = 0
     transitions: dict[str, int] = field(default_factory=dict)
@@ -64,9 +68,11 @@ def write_outputs(
     *,
     previous: Any = None,
     changed_file: bool = False,
+    extra_columns: tuple[str, ...] = (),
 ) -> Written:
     """Write every status's file (and ``changed.parquet`` with ``changed_file``) into the
-    folder's staging area. ``previous``: the verdict memory's folder of stored statuses."""
+    folder's staging area. ``previous``: the verdict memory's folder of stored statuses;
+    ``extra_columns``: of ``suggestion``, ``mx_provider``, written after the result columns."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -79,6 +85,7 @@ def write_outputs(
     import pyarrow.parquet as pq
 
     written = Written(credits=tables.credits())
+    written.advice = Advice(Suggester(tables.common_domains()))
     joined = tables.joined(previous, JOIN_BATCH)
     stream = _Rebatcher(joined.batches)
     blank = _blank_result()
@@ -108,7 +115,9 @@ def write_outputs(
         columns["response_time"] = _flat(
             pc.if_else(empty, blank["response_time"], _flat(found.column("response_time")))
         )
-        rows = _join(part.drop_columns([ROW, ADDRESS]), columns)
+        advice = written.advice.columns(columns["email"], columns["domain"], columns["mx_provider"])
+        extra = {name: advice[name] for name in extra_columns}
+        rows = _join(part.drop_columns([ROW, ADDRESS]), {**columns, **extra}, extra_columns)
         if written.schema is None:
             written.schema = rows.schema
             for status in STATUSES:
@@ -130,10 +139,11 @@ def write_outputs(
         written.domains.update(_pair_counts(columns["domain"], status))
     stream.finish()
     if not writers:  # no rows at all: empty files with the input's columns
-        result_schema = arrow_schema()
+        result_schema = arrow_schema(internal=True)
         written.schema = _join(
             _empty_inputs(work),
-            {n: pa.array([], result_schema.field(n).type) for n in FORM_A_FIELDS},
+            {n: pa.array([], result_schema.field(n).type) for n in FORM_A_FIELDS + extra_columns},
+            extra_columns,
         ).schema
         for status in STATUSES:
             writers[status] = folder.writer(f"{status}.parquet", written.schema)
@@ -236,17 +246,21 @@ def _blank_result() -> dict[str, Any]:
     """The result columns of a row whose email cell is empty: invalid, not verified, free."""
     import pyarrow as pa
 
-    row = VerificationResult.from_facts("", Facts(syntax_valid=False)).to_row()
+    row = VerificationResult.from_facts("", Facts(syntax_valid=False)).to_row(internal=True)
     row["credits_used"] = 0
-    schema = arrow_schema()
-    return {name: pa.scalar(row[name], schema.field(name).type) for name in FORM_A_FIELDS}
+    schema = arrow_schema(internal=True)
+    names = (*FORM_A_FIELDS, "mx_provider")
+    return {name: pa.scalar(row[name], schema.field(name).type) for name in names}
 
 
-def _join(inputs: "pa.Table", results: Mapping[str, "pa.Array"]) -> "pa.Table":
-    """The input's columns, then the result columns (renamed ``result_<name>`` on a clash)."""
+def _join(
+    inputs: "pa.Table", results: Mapping[str, "pa.Array"], extra: tuple[str, ...] = ()
+) -> "pa.Table":
+    """The input's columns, then the result columns (renamed ``result_<name>`` on a clash),
+    then the ``extra`` ones asked for."""
     table = inputs
     taken = set(inputs.column_names)
-    for name in FORM_A_FIELDS:
+    for name in FORM_A_FIELDS + extra:
         label = f"result_{name}" if name in taken else name
         table = table.append_column(label, results[name])
     return table

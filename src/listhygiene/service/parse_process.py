@@ -135,7 +135,12 @@ async def parse_in_child(received: ReceivedFile) -> ParsedFile:
     await asyncio.to_thread(process.start)
     loop = asyncio.get_running_loop()
     ended: asyncio.Future[None] = loop.create_future()
-    loop.add_reader(process.sentinel, lambda: ended.done() or ended.set_result(None))
+
+    def child_ended() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    loop.add_reader(process.sentinel, child_ended)
     try:
         await ended
     except BaseException:

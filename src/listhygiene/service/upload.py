@@ -19,7 +19,7 @@ strings' inflated size, the number of shared strings, 32,767 characters a cell);
 import bisect
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import BinaryIO, overload
@@ -101,7 +101,7 @@ def _too_large(what: str) -> FormAFileTooLarge:
     return FormAFileTooLarge(details=what)
 
 
-async def _limited(request: Request, limit: int) -> AsyncIterator[bytes]:
+async def _limited(request: Request, limit: int) -> AsyncGenerator[bytes, None]:
     """The body's chunks, refused (413) as soon as more than ``limit`` bytes have arrived."""
     seen = 0
     async for chunk in request.stream():
@@ -247,7 +247,7 @@ class StoredRows(Sequence[UploadedRow]):
         self._at = at
         with pa.ipc.open_file(str(path)) as reader:
             sizes = [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
-        self._starts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+        self._starts: list[int] = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
 
     def __len__(self) -> int:
         return self._starts[-1]

@@ -178,15 +178,14 @@ class StoreBatches:
         key_id, amount = item
         if reserved and amount:
             future = self._refund.submit(item)
-            future.add_done_callback(
-                lambda f: (
-                    f.cancelled()
-                    or f.exception() is None
-                    or log.error(
-                        "refund of %d credits to %s failed: %s", amount, key_id, f.exception()
+
+            def report(done: "asyncio.Future[bool]") -> None:
+                if not done.cancelled() and done.exception() is not None:
+                    log.error(
+                        "refund of %d credits to %s failed: %s", amount, key_id, done.exception()
                     )
-                )
-            )
+
+            future.add_done_callback(report)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False)

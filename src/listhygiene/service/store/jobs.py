@@ -451,7 +451,7 @@ def save_results(
                 .where(JobRow.job_id == job_id, JobRow.address.in_(inserted))
                 .group_by(JobRow.address)
             )
-            copies = {row[0]: row[1] for row in counted}
+            copies = {str(address): int(number) for address, number in counted}
         columns = _COUNT_COLUMNS[form]
         added = dict.fromkeys(columns.values(), 0)
         processed = used = 0

@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, Self, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, bindparam, insert, select, update
+from sqlalchemy import Connection, Engine, Table, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 
@@ -375,10 +375,10 @@ class Store:
                     groups.setdefault((row.id, tuple(limits(row))), []).append(index)
             ordered = sorted(groups.items(), key=lambda g: (g[0][0], [x.bucket for x in g[0][1]]))
             moment = int(time.time())
-            for (key_id, limits), members in ordered:
+            for (key_id, key_limits), members in ordered:
                 wanted = len(members)  # of the members, the first ``wanted`` are still in
                 counted: list[tuple[Limit, int, int, int]] = []  # limit, old, counted, reset
-                for limit in limits:
+                for limit in key_limits:
                     old, granted, reset = self._take(
                         conn,
                         key_id,
@@ -418,7 +418,7 @@ class Store:
             extra = granted - admitted
             if extra <= 0:
                 continue
-            window = {"key_id": key_id, "w_bucket": limit.bucket}
+            window: dict[str, str | int] = {"key_id": key_id, "w_bucket": limit.bucket}
             window.update(w_start=reset - limit.window_seconds, n=extra)
             conn.execute(self._hot.window_uncount, window)
             # the refused requests see the window as the admitted ones left it
@@ -487,19 +487,19 @@ class _HotStatements:
     parameters: building a SQLAlchemy statement costs more CPU than running it on SQLite."""
 
     def __init__(self, backend: str) -> None:
-        keys = ApiKey.__table__
+        keys = cast("Table", ApiKey.__table__)
         self.key_by_hash = select(*_KEY_COLUMNS).where(keys.c.key_hash == bindparam("hash"))
         self.keys_by_hashes = select(*_KEY_COLUMNS, keys.c.key_hash).where(
             keys.c.key_hash.in_(bindparam("hashes", expanding=True))
         )
-        windows = RateWindow.__table__
+        windows = cast("Table", RateWindow.__table__)
         dialect_insert = postgresql.insert if backend == "postgresql" else sqlite.insert
         window_key = (
             (windows.c.api_key_id == bindparam("key_id"))
             & (windows.c.bucket == bindparam("w_bucket"))
             & (windows.c.window_start == bindparam("w_start"))
         )
-        fields = {
+        fields: dict[str, Any] = {
             "api_key_id": bindparam("key_id"),
             "bucket": bindparam("w_bucket"),
             "window_start": bindparam("w_start"),
@@ -523,7 +523,7 @@ class _HotStatements:
         self.window_uncount = (
             update(windows).where(window_key).values(count=windows.c.count - bindparam("n"))
         )
-        amount = bindparam("amount")
+        amount: Any = bindparam("amount")
         self.balance = (
             select(keys.c.credits_balance).where(keys.c.id == bindparam("key_id")).with_for_update()
         )

@@ -94,6 +94,10 @@ def _webhook(row: object) -> WebhookRow:
     return WebhookRow(*row)  # type: ignore[misc]
 
 
+def _outbox_row(row: object) -> OutboxRow:
+    return OutboxRow(*row)  # type: ignore[misc]
+
+
 def create(
     store: Store, key_id: str, form: str, url: str, events: Sequence[str], secret: str
 ) -> WebhookRow:
@@ -240,7 +244,7 @@ def due(
         )
         if conn.dialect.name == "postgresql":
             query = query.with_for_update(skip_locked=True)
-        rows = [OutboxRow(*r) for r in conn.execute(query).all()]
+        rows = [_outbox_row(r) for r in conn.execute(query).all()]
         if rows:
             conn.execute(
                 update(WebhookOutbox)
@@ -254,7 +258,7 @@ def get_delivery(store: Store, delivery_id: int) -> OutboxRow | None:
     """One delivery, for inspection."""
     with store.transaction() as conn:
         row = conn.execute(select(*_OUTBOX_COLUMNS).where(WebhookOutbox.id == delivery_id)).first()
-    return None if row is None else OutboxRow(*row)
+    return None if row is None else _outbox_row(row)
 
 
 def mark_delivered(store: Store, delivery_id: int, when: datetime | None = None) -> None:
