@@ -8,6 +8,11 @@ Tonight's run verifies only what is new or stale: the verdict store is the ``lis
 connection's (its ``verdicts_conn_id`` extra names a Postgres connection), or the ``verdicts``
 param (a URL, or ``none``); ``changed.parquet`` lists the rows whose address changed status.
 
+Its outlets are the seven status files as Airflow assets,
+``listhygiene://clean_crm_daily/clean_crm_export/valid.parquet`` and so on: a DAG with
+``schedule=[Asset("listhygiene://clean_crm_daily/clean_crm_export/valid.parquet")]`` runs after
+each cleaning, and the asset event's ``extra`` names that day's file and its rows.
+
 Run it by hand with another input or output root::
 
     airflow dags trigger clean_crm_daily \\

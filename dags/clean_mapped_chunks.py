@@ -2,7 +2,9 @@
 per chunk, on whichever Celery or Kubernetes worker is free), then merge the outputs and run the
 data-quality checks on the merged result.
 
-Rows are split by a hash of their address, so a duplicate address is verified once. Every chunk
+Rows are split by domain (all of a domain's addresses in one chunk, big domains balanced by
+size), so a mail host is probed by one chunk's worker only and a duplicate address is verified
+once (docs/deploy.md, "Politeness across workers"). Every chunk
 uses the connection's verdict store (a PostgreSQL one when the chunks run on several workers:
 they write to it at once), and the merge adds up their reused/verified/changed. The chunk
 and output folders must be on storage every worker sees (a shared volume, or object storage for
@@ -50,6 +52,7 @@ with DAG(
         listhygiene_conn_id="listhygiene_default",
         deferrable=True,
         max_active_tis_per_dag=8,
+        assets=False,  # the chunks' folders are intermediate: no assets of their own
     ).expand(source=split(RUN))
 
     @task

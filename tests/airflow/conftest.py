@@ -64,6 +64,23 @@ def engine_extras(sandbox: Any) -> dict[str, Any]:
     }
 
 
+#: Four rows of the sample world: valid, a missing mailbox, a blank cell, a syntax error.
+SMALL = """id,name,email
+1,Ann,natalie.roberts@riverbend-foods.test
+2,Bob,nobody-here@riverbend-foods.test
+3,Blank,
+4,Typo,ann@@riverbend-foods.test
+"""
+
+
+@pytest.fixture
+def contacts(tmp_path: Path) -> Path:
+    """:data:`SMALL` as a CSV file."""
+    path = tmp_path / "contacts.csv"
+    path.write_text(SMALL)
+    return path
+
+
 def set_connection(
     monkeypatch: pytest.MonkeyPatch, conn_id: str, conn_type: str, **fields: Any
 ) -> None:

@@ -225,6 +225,9 @@ def airflow_cli(*args: str) -> str:
     return done.stdout
 
 
+# Five `airflow` commands, each a fresh interpreter importing Airflow: past the default 120 s on
+# a loaded 2-core machine.
+@pytest.mark.timeout(600)
 def test_the_documented_trigger_renders_every_path(airflow_home: Path, tmp_path: Path) -> None:
     """``airflow dags trigger`` as docs/airflow.md shows it makes a run without a logical date;
     Airflow's own ``tasks render`` of that run renders the output folders (``{{ ds }}`` failed

@@ -10,20 +10,6 @@ import pytest
 
 from tests.airflow.conftest import jobs_of, set_connection
 
-SMALL = """id,name,email
-1,Ann,natalie.roberts@riverbend-foods.test
-2,Bob,nobody-here@riverbend-foods.test
-3,Blank,
-4,Typo,ann@@riverbend-foods.test
-"""
-
-
-@pytest.fixture
-def contacts(tmp_path: Path) -> Path:
-    path = tmp_path / "contacts.csv"
-    path.write_text(SMALL)
-    return path
-
 
 def first_event(trigger: Any) -> Any:
     async def one() -> Any:

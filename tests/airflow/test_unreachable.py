@@ -92,6 +92,8 @@ def test_accept_unreachable_publishes_the_unknowns(
     assert json.loads((out / "summary.json").read_text())["rows"]["total"] == 14
 
 
+# A mapped DAG run and its merge: past the default 120 s on a loaded 2-core machine.
+@pytest.mark.timeout(600)
 def test_the_merge_of_mapped_chunks_judges_their_health_together(
     closed_connection: None, contacts: Path, tmp_path: Path
 ) -> None:

@@ -16,8 +16,19 @@ The verdict store (``verdicts``, ``verdicts_conn_id``, ``max_age``, ``fresh``) g
 and to ``clean`` alike: fresh verdicts are taken before anything is submitted, so a remote
 service verifies (and charges for) only the rest, and a run with nothing left to verify never
 defers. The XCom's ``verdicts`` says how many were reused, verified and changed status.
+
+Lineage (docs/airflow.md, "Lineage and assets"): the task's default ``outlets`` are one Airflow
+``Asset`` per status file (:func:`~listhygiene_airflow.lineage.status_assets`), each event
+carrying the run's file and rows; ``get_openlineage_facets_on_complete`` describes the input
+and output datasets, row counts and quality checks to the OpenLineage provider. The XCom is the
+summary, bounded in size (:func:`~listhygiene_airflow.lineage.bounded_summary`).
+
+Killing the task (``on_kill``: a task marked failed, a timeout) cancels the running ``clean`` at
+once, which stops the local engine's SMTP sessions, and cancels the remote jobs recorded in the
+work folder (form B) or abandons them (form A): the work folder stays for a retry to resume.
 """
 
+import asyncio
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -27,11 +38,20 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook, BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from listhygiene.pipeline.cancel import CancellableRun, RunCancelled, cancel_jobs, recorded_jobs
 from listhygiene_airflow.hooks.verification import (
     FAILED,
     ListHygieneHook,
     sqlalchemy_url,
     verdicts_url_of,
+)
+from listhygiene_airflow.lineage import (
+    asset_extra,
+    assets_root,
+    bounded_summary,
+    lineage_facts,
+    operator_lineage,
+    status_assets,
 )
 from listhygiene_airflow.triggers.verification import VerificationJobTrigger, outcome
 
@@ -74,6 +94,11 @@ class EmailVerificationOperator(BaseOperator):
     :param deferrable: submit, then free the worker while the remote job runs.
     :param poll_interval: seconds between status checks while deferred.
     :param job_timeout: how long the remote jobs may take, from the deferral on.
+    :param assets: declare the seven per-status files as the task's ``outlets`` (Airflow
+        assets a downstream DAG can be scheduled on), unless ``outlets`` is given: True names
+        them after ``out`` (its part before the first template; ``listhygiene://<dag>/<task>``
+        when it starts with one), a string is the URI they sit under
+        (``<assets>/valid.parquet``, ...), False declares none.
     """
 
     template_fields: Sequence[str] = (
@@ -107,9 +132,18 @@ class EmailVerificationOperator(BaseOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 30.0,
         job_timeout: timedelta | float = timedelta(hours=24),
+        assets: bool | str = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if assets and not self.outlets:
+            fallback = f"listhygiene://{self.dag_id}/{self.task_id}"
+            root = (
+                assets
+                if isinstance(assets, str)
+                else assets_root(os.fspath(out), fallback=fallback)
+            )
+            self.outlets = status_assets(root)
         if source is None and sql_conn_id is None:
             raise ValueError("give source (a path or a database URL) or sql_conn_id")
         if sql_conn_id is not None and table is None and query is None:
@@ -137,6 +171,8 @@ class EmailVerificationOperator(BaseOperator):
         self.job_timeout = (
             job_timeout.total_seconds() if isinstance(job_timeout, timedelta) else job_timeout
         )
+        self._running: CancellableRun | None = None
+        self._summary: dict[str, Any] | None = None
 
     @property
     def hook(self) -> ListHygieneHook:
@@ -175,12 +211,45 @@ class EmailVerificationOperator(BaseOperator):
             return verdicts_url_of(self.verdicts_conn_id)
         return hook.verdicts_url()
 
+    def _cancellable(self, hook: ListHygieneHook, coroutine: Any) -> Any:
+        """Run ``coroutine`` so that :meth:`on_kill` can stop it; once stopped, cancel or
+        abandon the remote jobs it recorded and fail the try (the work folder stays)."""
+        running = self._running = CancellableRun()
+        try:
+            return running.run(coroutine)
+        except RunCancelled:
+            fate = self._stop_remote_jobs(hook)
+            raise AirflowException(
+                f"killed; the work folder {self.out} is kept for a retry to resume"
+                + (f" (remote jobs: {fate})" if fate else "")
+            ) from None
+        finally:
+            self._running = None
+
+    def _stop_remote_jobs(self, hook: ListHygieneHook) -> dict[str, str]:
+        """Cancel (form B) or abandon (form A) the jobs recorded in the work folder."""
+        jobs = recorded_jobs(self.out)
+        if not jobs:
+            return {}
+        fate = asyncio.run(cancel_jobs(self.out, jobs, hook.client_settings()))
+        self.log.warning("remote jobs of the killed task: %s", fate)
+        return fate
+
+    def on_kill(self) -> None:
+        """Stop the running clean at once (called from the task's SIGTERM handler, or on an
+        execution timeout); its ``finally`` then cancels or abandons the remote jobs."""
+        running = self._running
+        if running is not None:
+            self.log.warning("killed: cancelling the verification of %s", self.out)
+            running.cancel()
+
     def _clean(self, hook: ListHygieneHook) -> dict[str, Any]:
-        from listhygiene import clean
+        from listhygiene import aclean
         from listhygiene.pipeline.run import UnreachableError
 
         try:
-            result = clean(self._source(), self.out, **self._options(hook))
+            cleaning = aclean(self._source(), self.out, **self._options(hook))
+            result = self._cancellable(hook, cleaning)
         except UnreachableError as exc:
             # Where the task ran, not the list: a retry would read the same kept results.
             raise AirflowFailException(f"{exc}; accept_unreachable=True publishes them") from None
@@ -198,19 +267,39 @@ class EmailVerificationOperator(BaseOperator):
             )
         if not result.passed:
             self.log.warning("data-quality checks failed (quality=warn): %s", result.quality)
-        return result.summary
+        self._summary = dict(result.summary)
+        return bounded_summary(result.summary)
+
+    def _published(self, context: "Context", summary: dict[str, Any]) -> dict[str, Any]:
+        """Give each status asset's event the run's file and rows."""
+        events = context.get("outlet_events")
+        if events is not None and self._summary is not None:
+            for asset in self.outlets:
+                status = str(getattr(asset, "uri", "")).rsplit("/", 1)[-1].removesuffix(".parquet")
+                if status in self._summary.get("rows", {}).get("by_status", {}):
+                    events[asset].extra = asset_extra(self._summary, status)
+        return summary
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The run's input and output datasets, row counts and quality results, for the
+        OpenLineage provider (a plain :class:`~listhygiene_airflow.lineage.Lineage` when it
+        is not installed); None before a run finished."""
+        if self._summary is None:
+            return None
+        source = self.source if self.sql_conn_id is None else self._source()
+        return operator_lineage(lineage_facts(str(source), self._summary, table=self.table))
 
     # -- running -------------------------------------------------------------------------------
 
     def execute(self, context: "Context") -> dict[str, Any]:
         hook = self.hook
         if not self.deferrable:
-            return self._clean(hook)
-        from listhygiene.pipeline.run import submit
+            return self._published(context, self._clean(hook))
+        from listhygiene.pipeline.run import asubmit
 
-        jobs = submit(self._source(), self.out, **self._options(hook))
+        jobs = self._cancellable(hook, asubmit(self._source(), self.out, **self._options(hook)))
         if not jobs:  # the local engine: nothing runs remotely
-            return self._clean(hook)
+            return self._published(context, self._clean(hook))
         self.log.info("jobs to wait for: %s", ", ".join(j.job_id for j in jobs))
         # Jobs that ended already are read now, by the path a trigger event takes; deferring on
         # them would have the trigger fire before the deferral is recorded.
@@ -236,7 +325,7 @@ class EmailVerificationOperator(BaseOperator):
         event = dict(event or {})
         status = event.get("status")
         if status == "success":
-            return self._clean(self.hook)
+            return self._published(context, self._clean(self.hook))
         if any(job.get("status") == FAILED for job in event.get("jobs", [])):
             # clean() records the failed job as finished and raises; a retry submits anew
             self._clean(self.hook)
