@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from listhygiene.pipeline.quality import QualityReport
 
-__all__ = ["STATUSES", "build_email_hygiene_assets", "statuses_table"]
+__all__ = ["STATUSES", "build_email_hygiene_assets", "column_schema", "statuses_table"]
 
 #: The seven statuses, in the product's order: one asset each.
 STATUSES: tuple[str, ...] = tuple(status.value for status in Status)
@@ -110,6 +110,7 @@ def build_email_hygiene_assets(
             frame,
             metadata={
                 "dagster/row_count": dg.MetadataValue.int(len(frame)),
+                "dagster/column_schema": column_schema(frame),
                 "source": dg.MetadataValue.text(source.describe(key)),
                 "columns": dg.MetadataValue.md(", ".join(f"`{c}`" for c in frame.columns)),
             },
@@ -235,12 +236,20 @@ def _clean(
     accept_unreachable: bool,
     verdicts: Mapping[str, Any],
 ) -> Any:
-    """``listhygiene.clean`` with the library's errors turned into ``dg.Failure``."""
-    import listhygiene
-    from listhygiene.errors import ListHygieneError, QualityError, UnreachableError
+    """``listhygiene.aclean`` with the library's errors turned into ``dg.Failure``.
 
+    The run goes on a worker thread while the step's own thread waits: a run termination
+    (Dagster raises it in that thread) cancels the run at once, which stops the local engine,
+    then the remote jobs it recorded are cancelled (form B) or abandoned (form A); the run folder
+    stays, so the next materialisation resumes it (docs/dagster.md, "Terminating a run").
+    """
+    from listhygiene import aclean
+    from listhygiene.errors import ListHygieneError, QualityError, UnreachableError
+    from listhygiene.pipeline.cancel import CancellableRun
+
+    running = CancellableRun()
     try:
-        return listhygiene.clean(
+        cleaning = aclean(
             frame,
             out,
             email_column=source.email_column,
@@ -251,6 +260,12 @@ def _clean(
             progress=_progress(context),
             **verdicts,
         )
+        try:
+            return running.run_in_thread(cleaning)
+        except BaseException:
+            if running.cancelled:  # terminated: what became of the remote jobs
+                _stop_remote_jobs(context, out, backend)
+            raise
     except UnreachableError as exc:
         # Where the run ran, not the list: a retry would read the same kept results.
         raise dg.Failure(
@@ -270,6 +285,20 @@ def _clean(
             description=f"{type(exc).__name__}: {exc}",
             metadata={"output folder": dg.MetadataValue.path(out)},
         ) from exc
+
+
+def _stop_remote_jobs(context: dg.AssetExecutionContext, out: str, backend: Any) -> None:
+    """Cancel (form B) or abandon (form A) the jobs the terminated run recorded."""
+    import asyncio
+
+    from listhygiene.pipeline.cancel import cancel_jobs, recorded_jobs
+
+    jobs = recorded_jobs(out)
+    if jobs:
+        fate = asyncio.run(cancel_jobs(out, jobs, backend.client_settings()))
+        context.log.warning(f"run terminated; remote jobs: {fate}; {out} kept for a resume")
+    else:
+        context.log.warning(f"run terminated; {out} kept for a resume")
 
 
 def _progress(context: dg.AssetExecutionContext) -> Callable[[str, int, int], None]:
@@ -370,11 +399,22 @@ def status_metadata(
     share = f"{100 * len(frame) / total:.1f} %" if total else "-"
     return {
         "dagster/row_count": dg.MetadataValue.int(len(frame)),
+        "dagster/column_schema": column_schema(frame),
         "share of the list": dg.MetadataValue.text(share),
         "statuses": dg.MetadataValue.md(statuses_table(counts, highlight=status)),
         "report": dg.MetadataValue.path(report),
         "preview": dg.MetadataValue.md(_preview(frame)),
     }
+
+
+def column_schema(frame: "pd.DataFrame") -> dg.TableSchema:
+    """The frame's columns and their types, as the UI's column schema (a status table: the
+    input's own columns, then the result columns of docs/results.md)."""
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(name=str(name), type=str(dtype)) for name, dtype in frame.dtypes.items()
+        ]
+    )
 
 
 def _preview(frame: "pd.DataFrame", rows: int = 5) -> str:

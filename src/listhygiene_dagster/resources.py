@@ -22,6 +22,7 @@ import dagster as dg
 if TYPE_CHECKING:
     import pandas as pd
 
+    from listhygiene.clients import ClientSettings
     from listhygiene.engine import EngineSettings
     from listhygiene.pipeline.backends import Backend
 
@@ -120,6 +121,17 @@ class VerificationBackendResource(dg.ConfigurableResource):
             api_key_header=self.api_key_header,
             events=self.events_path or None,
             **options,
+        )
+
+    def client_settings(self) -> "ClientSettings":
+        """Where the remote service is (form A or form B), to cancel its jobs on termination."""
+        from listhygiene.clients import ClientSettings
+        from listhygiene.errors import ConfigurationError
+
+        if not self.base_url or not self.api_key:
+            raise ConfigurationError(f"a {self.kind} backend needs base_url and api_key")
+        return ClientSettings(
+            base_url=self.base_url, api_key=self.api_key, api_key_header=self.api_key_header
         )
 
     def describe(self) -> str:

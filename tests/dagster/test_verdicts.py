@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
 import dagster as dg
 from listhygiene.sandbox import Sandbox
@@ -30,6 +31,8 @@ CSV = """id,name,Email
 DISTINCT = 4
 
 
+# Three materialisations in a row: past the default 120 s on a loaded 2-core machine.
+@pytest.mark.timeout(600)
 def test_a_second_materialisation_reuses_verdicts_and_shows_them(
     mail_sandbox: Sandbox, tmp_path: Path
 ) -> None:
