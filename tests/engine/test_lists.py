@@ -147,3 +147,14 @@ def test_the_engine_decides_with_the_users_lists(changes: Path) -> None:
         "ann@acme.test": Status.VALID,
         "ann@throwaway-corp.test": Status.DISPOSABLE,
     }
+
+
+def test_the_builtin_role_list_leaves_names_of_ordinary_mailboxes_out() -> None:
+    # the vendored list has user, test, demo and nobody; role_local_parts_extra.txt takes them out
+
+    builtin = lists_for(None)
+    for person in ("user", "test", "demo", "nobody", "someone"):
+        assert not builtin.is_role(person), person
+    for function in ("info", "team", "hello", "no-reply", "postmaster", "sales+eu"):
+        assert builtin.is_role(function), function
+    assert len(builtin.roles) > 1000

