@@ -1,6 +1,9 @@
 """Writing a run's results back to a warehouse table: PostgreSQL for real, SQLite and DuckDB."""
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 import listhygiene
+import listhygiene.pipeline.run
 from listhygiene.errors import ConfigurationError, StorageError
 from listhygiene.pipeline.result import STATUSES
 from listhygiene.pipeline.writeback import write_back
@@ -144,3 +148,53 @@ def test_bad_targets_are_one_clear_error(
 def test_a_folder_without_outputs_is_a_storage_error(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="not a run's output folder"):
         write_back(str(tmp_path), f"sqlite:///{tmp_path / 'x.db'}", "results")
+
+
+def test_the_result_writes_itself_back(run: str, tmp_path: Path) -> None:
+    result = listhygiene.pipeline.run.CleanResult(out=run, summary={})
+    done = result.write_back(f"sqlite:///{tmp_path / 'crm.db'}", "results", key="id")
+    assert done.written == len(ROWS)
+
+
+def test_the_cli_writes_back_after_publishing(mail_sandbox: Sandbox, tmp_path: Path) -> None:
+    source = tmp_path / "contacts.csv"
+    source.write_text("id,name,email\n" + "".join(f"{i},{n},{e}\n" for i, n, e in ROWS))
+    url = f"sqlite:///{tmp_path / 'crm.db'}"
+    env = {**os.environ, **mail_sandbox.engine_environment(), "LISTHYGIENE_HELO": "v.test"}
+    command = [sys.executable, "-m", "listhygiene.cli", "clean", str(source), "--no-smtp"]
+    command += ["--out", str(tmp_path / "out"), "--json", "--write-back", url]
+    done = subprocess.run(
+        [*command, "--write-back-table", "crm.results", "--write-back-key", "id"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    # SQLite has no schema "crm": one line, the write-back's error, after the run published
+    assert done.returncode != 0
+    assert "write-back to crm.results" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert (tmp_path / "out" / "summary.json").exists()
+
+    done = subprocess.run(
+        [*command, "--write-back-table", "results", "--write-back-key", "id"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["write_back"]["written"] == len(ROWS)
+    assert summary["write_back"]["key"] == "id"
+    written = rows(url, "results", "id")
+    assert sorted(written, key=int) == [i for i, _, _ in ROWS]
+
+
+def test_write_back_options_go_together(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "listhygiene.cli", "clean", "x.csv", "--out", "o"]
+    done = subprocess.run(
+        [*command, "--write-back", "sqlite:///x.db"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "--write-back and --write-back-table go together" in done.stderr

@@ -8,7 +8,6 @@ port 25.
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -30,37 +29,6 @@ def parse_duration(value: str) -> float:
         return seconds(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
-
-
-class _Progress:
-    """A one-line progress display on a terminal, a log line every few seconds otherwise."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self.last = 0.0
-        self.phase = ""
-
-    def __call__(self, phase: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        final = total and done >= total
-        if phase == self.phase and not final and now - self.last < (0.2 if self.tty else 5.0):
-            return
-        self.phase, self.last = phase, now
-        words = {"read": "reading", "verify": "verifying", "wait": "waiting to retry"}
-        if phase == "wait":
-            text = f"{words[phase]}: {total} s"
-        elif total:
-            text = f"{words.get(phase, phase)} {done:,}/{total:,} ({100 * done / total:.0f}%)"
-        else:
-            text = f"{words.get(phase, phase)} {done:,} rows"
-        if self.tty:
-            click.echo(f"\r\033[K{text}", nl=False, err=True)
-        else:
-            click.echo(f"{time.strftime('%H:%M:%S')} {text}", err=True)
-
-    def close(self) -> None:
-        if self.tty and self.phase:
-            click.echo("\r\033[K", nl=False, err=True)
 
 
 @click.command()
@@ -133,6 +101,19 @@ class _Progress:
     "the report count both either way (docs/results.md).",
 )
 @click.option(
+    "--write-back",
+    "write_back_url",
+    metavar="URL",
+    help="After publishing, upsert the result columns into a table of this database "
+    "(SQLAlchemy URL: PostgreSQL, SQLite, DuckDB), keyed by --write-back-key or the address.",
+)
+@click.option("--write-back-table", metavar="NAME", help="--write-back: the table (schema.name).")
+@click.option(
+    "--write-back-key",
+    metavar="COLUMN",
+    help="--write-back: the input column that keys the table (default: the verified address).",
+)
+@click.option(
     "--retry-unknown-after",
     metavar="DURATION",
     help="Verify again, after DURATION (e.g. 15m), addresses that ended unknown for "
@@ -167,6 +148,9 @@ def clean(
     max_age: str | None,
     fresh: bool,
     extra_columns: str | None,
+    write_back_url: str | None,
+    write_back_table: str | None,
+    write_back_key: str | None,
     retry_unknown_after: str | None,
     storage_options: tuple[str, ...],
     engine_settings: dict[str, Any],
@@ -188,7 +172,12 @@ def clean(
             --backend form-b --base-url https://verify.example.com/b/v1
     """
     from listhygiene.pipeline.run import clean as run_clean
+    from listhygiene.progress import ProgressBars
 
+    if (write_back_url is None) != (write_back_table is None):
+        raise click.UsageError("--write-back and --write-back-table go together")
+    if write_back_key is not None and write_back_url is None:
+        raise click.UsageError("--write-back-key needs --write-back")
     settings = build_settings(engine_settings)
     retry_after = parse_duration(retry_unknown_after) if retry_unknown_after else None
     if max_age is not None:
@@ -203,7 +192,7 @@ def clean(
     chosen: Any = backend
     if backend != "local":
         chosen = remote_backend(backend, base_url, api_key_env, api_key_header, webhook_events)
-    progress = _Progress()
+    progress = ProgressBars()
     try:
         result = run_clean(
             input_,
@@ -229,13 +218,27 @@ def clean(
         _fail(exc, backend=backend, base_url=base_url, as_json=as_json)
     progress.close()
     summary = result.summary
+    written = None
+    if write_back_url is not None and write_back_table is not None:
+        from listhygiene.pipeline.writeback import write_back
+
+        try:
+            written = write_back(result.out, write_back_url, write_back_table, key=write_back_key)
+        except Exception as exc:
+            _fail(exc, backend=backend, base_url=base_url, as_json=as_json)
     if as_json:
-        click.echo(json.dumps(summary, ensure_ascii=False))
+        shown = summary if written is None else {**summary, "write_back": written.as_dict()}
+        click.echo(json.dumps(shown, ensure_ascii=False))
     else:
         counts = "  ".join(f"{s} {n:,}" for s, n in summary["rows"]["by_status"].items())
         click.echo(f"{summary['rows']['total']:,} rows -> {out}")
         click.echo(f"  {counts}")
         click.echo(f"  report: {Path(result.report) if '://' not in out else result.report}")
+        if written is not None:
+            click.echo(
+                f"  written back: {written.written:,} rows into {written.table} "
+                f"(key {written.key}; {written.skipped:,} rows without one)"
+            )
     if not summary["quality"]["passed"]:
         click.secho(
             "WARNING: data-quality checks failed (published because of --warn-only)",

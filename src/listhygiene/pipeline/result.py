@@ -10,6 +10,8 @@ from listhygiene.statuses import Status
 if TYPE_CHECKING:
     import pandas as pd
 
+    from listhygiene.pipeline.writeback import WriteBack
+
 __all__ = ["STATUSES", "CleanResult"]
 
 #: Every status gets its file, in this order.
@@ -63,6 +65,13 @@ class CleanResult:
 
     def __getitem__(self, status: str) -> "pd.DataFrame":
         return self.frame(status)
+
+    def write_back(self, url: str, table: str, *, key: str | None = None) -> "WriteBack":
+        """Upsert this run's result columns into ``table`` at the SQLAlchemy ``url``, keyed by
+        the input column ``key`` or the verified address (pipeline/writeback.py)."""
+        from listhygiene.pipeline.writeback import write_back
+
+        return write_back(self.out, url, table, key=key)
 
     def _repr_html_(self) -> str:
         """In a notebook: the counts with a bar per status (the report's colours), whether the

@@ -49,6 +49,15 @@ class WriteBack:
     skipped: int
     columns: tuple[str, ...]
 
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "key": self.key,
+            "written": self.written,
+            "skipped": self.skipped,
+            "columns": list(self.columns),
+        }
+
 
 def write_back(
     out: str,
