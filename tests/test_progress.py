@@ -1,8 +1,14 @@
 """Progress for people: tqdm bars where someone watches, log lines in a scheduler's log."""
 
 import io
+from typing import TYPE_CHECKING
+
+import pytest
 
 from listhygiene.progress import ProgressBars
+
+if TYPE_CHECKING:
+    from listhygiene.sandbox import Sandbox
 
 
 def test_bars_follow_each_phase_to_its_end() -> None:
@@ -44,3 +50,19 @@ def test_without_a_terminal_a_log_line_every_few_seconds_and_at_the_end() -> Non
     assert len(lines) == 2
     assert lines[0].endswith("verifying 1/1,000 (0%)")
     assert lines[1].endswith("verifying 1,000/1,000 (100%)")
+
+
+def test_clean_with_progress_true_reports_each_phase(
+    mail_sandbox: "Sandbox", capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pandas as pd
+
+    import listhygiene
+
+    frame = pd.DataFrame({"email": [f"user{i}@example.com" for i in range(50)]})
+    settings = mail_sandbox.engine_settings(helo="verifier.test", retry_delays=())
+    with listhygiene.clean(frame, settings=settings, check_smtp=False, progress=True) as result:
+        assert result.summary["rows"]["total"] == 50
+    logged = capsys.readouterr().err  # not a terminal here: log lines
+    assert "reading" in logged
+    assert "verifying" in logged

@@ -44,7 +44,7 @@ async def aclean(
     verdicts: "str | VerdictStore | None" = None,
     max_age: "str | float | Mapping[str, float] | None" = None,
     fresh: bool = False,
-    progress: Progress | None = None,
+    progress: "Progress | bool | None" = None,
     extra_columns: "str | Sequence[str] | None" = None,
     **engine_overrides: Any,
 ) -> CleanResult:
@@ -69,9 +69,38 @@ async def aclean(
     ``extra_columns`` (``["suggestion", "mx_provider"]`` or ``"+suggestion,+mx_provider"``) adds
     those columns after the result columns; the summary counts both either way
     (docs/results.md, "Extra columns").
+
+    ``progress``: a callback ``(phase, done, total)``, or ``True`` for progress bars (a widget in
+    a notebook, a bar on a terminal, log lines elsewhere: :mod:`listhygiene.progress`).
     """
     if quality not in ("fail", "warn"):
         raise ValueError("quality must be 'fail' or 'warn'")
+    if progress is True:
+        from listhygiene.progress import ProgressBars
+
+        with ProgressBars() as bars:
+            return await aclean(
+                source,
+                out,
+                email_column=email_column,
+                table=table,
+                query=query,
+                encoding=encoding,
+                backend=backend,
+                check_smtp=check_smtp,
+                settings=settings,
+                quality=quality,
+                retry_unknown_after=retry_unknown_after,
+                accept_unreachable=accept_unreachable,
+                verdicts=verdicts,
+                max_age=max_age,
+                fresh=fresh,
+                progress=bars,
+                extra_columns=extra_columns,
+                **engine_overrides,
+            )
+    if progress is False:
+        progress = None
     temporary = out is None
     if out is None:  # a folder of the result's own, removed with it (docs/pipeline.md)
         import tempfile
