@@ -3,8 +3,8 @@ virtual environment, with the licence files, and whose ``listhygiene`` runs: ``-
 small ``clean --no-smtp`` against the sandbox.
 
 The environment gets the core dependencies at the versions of ``uv.lock`` (``uv export``), from
-uv's cache where it has them; it runs in ``make test`` (about 30 s, most of it the clean's
-quality checks).
+uv's cache where it has them, and no extra: great-expectations and the service's packages are
+not there, and the run and ``serve`` say so (README, "Install"). It runs in ``make test``.
 """
 
 import json
@@ -104,10 +104,20 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs(tmp_path: Path) -> None:
             cwd=tmp_path,
         )
     summary = json.loads(done.stdout)
+    # the core install has no great-expectations: the run says its checks were skipped, and why
+    assert summary["quality"]["checks"] == []
+    assert "pip install 'listhygiene[quality]'" in summary["quality"]["skipped"]
     assert summary["rows"]["by_status"]["valid"] == 1
     assert summary["rows"]["by_status"]["invalid"] == 1
     assert summary["rows"]["by_status"]["role"] == 1
     assert (tmp_path / "out" / "valid.parquet").is_file()
+    # nor the service's packages: serve says which extra it needs (a usage error, exit 2)
+    serve = subprocess.run(
+        [str(command), "serve"], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path
+    )
+    assert serve.returncode == 2, serve.stderr
+    assert "pip install 'listhygiene[service]'" in serve.stderr
+    assert "Traceback" not in serve.stderr
     # the installed package is the wheel's, not this checkout's
     where = _run(str(python), "-c", "import listhygiene; print(listhygiene.__file__)").stdout
     assert str(venv) in where

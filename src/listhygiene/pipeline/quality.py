@@ -107,17 +107,38 @@ class QualityReport:
     passed: bool
     checks: tuple[CheckResult, ...]
     seconds: float
+    #: Why no check ran (great-expectations is not installed); None when they ran.
+    skipped: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-safe form written into ``summary.json`` under ``quality``."""
-        return {
+        found: dict[str, Any] = {
             "passed": self.passed,
             "checks": [asdict(check) for check in self.checks],
             "seconds": round(self.seconds, 3),
         }
+        if self.skipped is not None:
+            found["skipped"] = self.skipped
+        return found
 
     def failed(self) -> tuple[CheckResult, ...]:
         return tuple(check for check in self.checks if not check.passed)
+
+
+def gx_missing() -> str | None:
+    """Why the checks cannot run here (the ``quality`` extra is not installed), or None."""
+    from listhygiene.extras import missing_extra
+
+    if missing_extra("quality") is None:
+        return None
+    return (
+        "great-expectations is not installed, so no data-quality check ran: "
+        "pip install 'listhygiene[quality]'"
+    )
+
+
+def _skipped(reason: str) -> QualityReport:
+    return QualityReport(passed=True, checks=(), seconds=0.0, skipped=reason)
 
 
 if TYPE_CHECKING:
@@ -183,6 +204,9 @@ def check_outputs(
         )
     if expected_rows < 0:
         raise ValueError(f"expected_rows must be 0 or more, not {expected_rows}")
+    missing = gx_missing()
+    if missing is not None:
+        return _skipped(missing)
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be 1 or more, not {batch_rows}")
     file_rows = {name: _footer_rows(path, filesystem) for name, path in files.items()}
@@ -758,6 +782,8 @@ class QualityWorker:
         self.import_seconds: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._thread: threading.Thread | None = None
+        if gx_missing() is not None:  # nothing to import: check_outputs says the checks skipped
+            return
         if process:
             code = "from listhygiene.pipeline.quality import _serve; _serve()"
             self._process = subprocess.Popen(

@@ -440,6 +440,7 @@ def _quality(quality: Mapping[str, Any]) -> dict[str, Any] | None:
         "mode_text": QUALITY_MODES.get(str(quality.get("mode")), quality.get("mode") or ""),
         "seconds": quality.get("seconds"),
         "checks": checks,
+        "skipped": str(quality["skipped"]) if quality.get("skipped") else None,
     }
 
 

@@ -179,6 +179,8 @@ class Run:
             _release_memory()
             with _timed(self.timings, "quality"):
                 report = self._check(folder, written, rows, worker)
+            if report.skipped:
+                log.warning("%s", report.skipped)
             self.timings["total"] = time.perf_counter() - started
             summary = Summary(
                 info=info,
