@@ -1,21 +1,24 @@
 """Fairness benchmark: one key's single verifications, idle and while another key's big job runs.
 
-    .venv/bin/python benchmarks/fairness.py [--smtp] [--job-size 10000] [--job-domains 2000]
-        [--latency-ms 20] [--dns-latency-ms 0] [--idle-requests 300] [--seed 1] [--db URL]
-        [--json]
+    .venv/bin/python benchmarks/fairness.py [--smtp] [--mix default|hostile] [--job-size 10000]
+        [--job-domains 2000] [--latency-ms 20] [--dns-latency-ms 0] [--idle-requests 300]
+        [--seed 1] [--db URL] [--json]
 
 Issue 15, item 6: while key A's 10,000-address job runs, key B's single verifications that need
 DNS must stay within 2x of their idle p99 (docs/service.md, "Fairness").
 
 Set-up (not timed): a world generated from ``--seed`` (``generate_world(seed, domains=
---job-domains, addresses=--job-size, latency_ms=--latency-ms)``, the default mix: the job's
-addresses), plus 5,000 domains of B's own (``b<i>.fairness.test``, one mailbox each, MX on 20
-hosts of B's with the same latency), every domain answering DNS after ``--dns-latency-ms``
+--job-domains, addresses=--job-size, latency_ms=--latency-ms)``: the job's addresses; the default
+mix has greylisting and recipient-capped hosts, ``--mix hostile`` adds silent MX pairs, backup
+MXes behind a silent primary and greylisting catch-all domains, as ``benchmarks/engine.py``),
+plus 5,000 domains of B's own (``b<i>.fairness.test``, one mailbox each, MX on 20 hosts of B's
+with the same latency), every domain answering DNS after ``--dns-latency-ms``
 (``dns_latency_ms``, docs/sandbox.md); the sandbox serves it in its own process (the engine
 benchmark's ``SandboxProcess``); a SQLite store (or ``--db``, as ``benchmarks/service.py``) with
 two enterprise keys with custom limits far above the load; ``listhygiene serve`` as a subprocess
 with the sandbox's settings and every other setting the default (``benchmarks/service.py``'s
-``ServerProcess``). Three processes share the 2 cores: the sandbox, the server and this one.
+``ServerProcess``): one server process answers the requests, and its job runner process runs the
+job. Four processes share the 2 cores: the sandbox, the server, its job runner and this one.
 
 Measured, from this process, one request at a time (B is one client waiting for each answer):
 ``POST /a/v1/verify/single`` for ``someone@b<i>.fairness.test``, a new domain each time, so each
@@ -48,7 +51,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine import SandboxProcess
-from listhygiene.sandbox.generate import DEFAULT_MIX, generate_world
+from listhygiene.sandbox.generate import DEFAULT_MIX, HOSTILE_MIX, generate_world
 from listhygiene.service.store import Store
 from service import KEY_HEADER, ServerProcess, database, percentile
 
@@ -74,7 +77,7 @@ def build_world(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], li
         domains=args.job_domains,
         addresses=args.job_size,
         latency_ms=args.latency_ms,
-        mix=DEFAULT_MIX,
+        mix=HOSTILE_MIX if args.mix == "hostile" else DEFAULT_MIX,
     )
     world: dict[str, Any] = generated.world.model_dump(mode="json", exclude_defaults=True)
     world.setdefault("domains", {})
@@ -202,6 +205,12 @@ async def measure(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smtp", action="store_true", help="probe SMTP (job and singles)")
+    parser.add_argument(
+        "--mix",
+        choices=("default", "hostile"),
+        default="default",
+        help="the job's world: the default mix (greylisting hosts) or with silent hosts too",
+    )
     parser.add_argument("--job-size", type=int, default=10_000)
     parser.add_argument("--job-domains", type=int, default=2_000)
     parser.add_argument("--latency-ms", type=int, default=20, help="mail hosts' reply latency")
@@ -233,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     report["load"] = {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)}
     report["settings"] = {
         "smtp": args.smtp,
+        "mix": args.mix,
         "job_size": args.job_size,
         "job_domains": args.job_domains,
         "latency_ms": args.latency_ms,
@@ -254,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"key B's /a/v1/verify/single (check_smtp={str(s['smtp']).lower()}, a new domain each "
             f"time, DNS latency {s['dns_latency_ms']} ms) while key A's {s['job_size']:,}-address "
-            f"job over {s['job_domains']:,} domains runs:"
+            f"job over {s['job_domains']:,} domains ({s['mix']} mix) runs:"
         )
         for phase in ("idle", "during"):
             f = report[phase]
