@@ -43,9 +43,10 @@ test: install
 
 # The end-to-end tests: Airflow (LocalExecutor, then Celery with two workers), Dagster's web
 # server and daemon, the sandbox and the service, each a real process (tests/e2e/). They need the
-# machine's PostgreSQL and Redis, as `make test` needs PostgreSQL.
+# machine's PostgreSQL and Redis, as `make test` needs PostgreSQL. --durations: where the
+# time goes (keep the whole under 10 minutes on 2 cores).
 e2e: install
-	$(BIN)/pytest -m e2e tests/e2e
+	$(BIN)/pytest -m e2e tests/e2e --durations=12
 
 lint: install
 	$(BIN)/ruff check .

@@ -10,10 +10,13 @@ interrupted test leaves nothing running. PostgreSQL and Redis are the machine's 
 import os
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
+from sqlalchemy.engine import make_url
 
+from tests.conftest import _admin_connection
+from tests.e2e.airflow_stack import airflow_env
 from tests.e2e.processes import BIN, REPO, Processes, sweep
 
 REDIS_URL = os.environ.get("LISTHYGIENE_TEST_REDIS", "redis://127.0.0.1:6379")
@@ -60,3 +63,34 @@ def mail_world(
         yield settings
     finally:
         processes.run(["listhygiene", "sandbox", "down"])
+
+
+@pytest.fixture(scope="session")
+def airflow_database(
+    e2e_env: dict[str, str],
+    new_pg_database: Callable[[], str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[[], str]]:
+    """Airflow metadata databases: ``airflow db migrate`` runs once, into a database that every
+    deployment of the session then gets a copy of (``CREATE DATABASE ... TEMPLATE``), the same
+    schema a migrate of its own would give, without its minute on a loaded machine."""
+    home = tmp_path_factory.mktemp("airflow-migrate")
+    template = new_pg_database()
+    processes = Processes(home / "logs", {**e2e_env, **airflow_env(home / "home", template)})
+    processes.run(["airflow", "db", "migrate"], timeout=300)
+    admin = _admin_connection()
+    copies: list[str] = []
+
+    def create() -> str:
+        name = f"lh_airflow_{secrets.token_hex(6)}"
+        source = make_url(template).database
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{source}"')
+        copies.append(name)
+        return make_url(template).set(database=name).render_as_string(hide_password=False)
+
+    try:
+        yield create
+    finally:
+        for name in copies:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()

@@ -26,11 +26,11 @@ WORKERS = ("worker-1", "worker-2")
 def deployment(
     e2e_env: dict[str, str],
     mail_world: dict[str, str],
-    new_pg_database: Callable[[], str],
+    airflow_database: Callable[[], str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[AirflowDeployment]:
     root = tmp_path_factory.mktemp("airflow-celery")
-    database = new_pg_database()
+    database = airflow_database()  # migrated once per session (conftest.py)
     backend = make_url(database).set(drivername="db+postgresql+psycopg")
     # A queue of this run only: other deployments on the same Redis never take its tasks.
     queue = f"verification-{secrets.token_hex(4)}"
@@ -49,7 +49,6 @@ def deployment(
     processes = Processes(root / "logs", env)
     try:
         stack = AirflowDeployment(processes, database)
-        stack.airflow("db", "migrate")
         stack.start(*SERVICES)
         for name in WORKERS:
             # One task at a time each, every worker with its own log server port.

@@ -21,17 +21,16 @@ SAMPLE_ROWS = 1000  # sample_data/crm_export.csv
 def deployment(
     e2e_env: dict[str, str],
     mail_world: dict[str, str],
-    new_pg_database: Callable[[], str],
+    airflow_database: Callable[[], str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[AirflowDeployment]:
     root = tmp_path_factory.mktemp("airflow-local")
-    database = new_pg_database()
+    database = airflow_database()  # migrated once per session (conftest.py)
     # The local engine of the tasks verifies against the sample world (its LISTHYGIENE_*).
     env = {**e2e_env, **mail_world, **airflow_env(root / "home", database)}
     processes = Processes(root / "logs", env)
     try:
         stack = AirflowDeployment(processes, database)
-        stack.airflow("db", "migrate")
         stack.start(*SERVICES)
         stack.wait_until_ready()
         yield stack
