@@ -231,13 +231,23 @@ class WorkTables:
             f"JOIN profiles p ON {same}{join_before}"
         )
         self.db.execute("DROP TABLE latest")
+        self.db.execute(
+            "CREATE OR REPLACE TEMP TABLE transitions AS SELECT k.previous_status, p.status, "
+            "count(*) AS n FROM keyed k JOIN profiles p USING (profile) "
+            "WHERE k.previous_status IS NOT NULL GROUP BY ALL"
+        )
         profiles = self.db.sql(f"SELECT {columns} FROM profiles ORDER BY profile").to_arrow_table()
         profiles = profiles.cast(pa.schema([schema.field(f) for f in PROFILE_FIELDS]))
-        reader = self.db.sql(
-            f"SELECT r.{ROW}, k.email, k.response_time, k.profile, k.previous_status, "
-            f"k.previous_checked_at FROM {rows} r LEFT JOIN keyed k ON r.{ADDRESS} = k.{ADDRESS} "
-            f"ORDER BY r.{ROW}"
-        ).to_arrow_reader(batch_rows)
+        # The join, then the sort, each alone within the memory limit: together (a hash table
+        # of every distinct address feeding a sort of every row) they ran out of memory at
+        # 10,000,000 rows (docs/pipeline.md, "Memory").
+        self.db.execute(
+            f"CREATE OR REPLACE TEMP TABLE matched AS SELECT r.{ROW}, k.email, k.response_time, "
+            f"k.profile, k.previous_status, k.previous_checked_at FROM {rows} r "
+            f"LEFT JOIN keyed k ON r.{ADDRESS} = k.{ADDRESS}"
+        )
+        self.db.execute("DROP TABLE keyed")
+        reader = self.db.sql(f"SELECT * FROM matched ORDER BY {ROW}").to_arrow_reader(batch_rows)
         return Joined(iter(reader), profiles)
 
     def common_domains(self) -> list[str]:
@@ -250,8 +260,7 @@ class WorkTables:
     def transitions(self) -> dict[str, int]:
         """``previous->now`` counts of the addresses whose status changed (after :meth:`joined`)."""
         found = self.db.execute(
-            "SELECT k.previous_status, p.status, count(*) FROM keyed k JOIN profiles p "
-            "USING (profile) WHERE k.previous_status IS NOT NULL GROUP BY ALL ORDER BY 3 DESC, 1, 2"
+            "SELECT previous_status, status, n FROM transitions ORDER BY 3 DESC, 1, 2"
         ).fetchall()
         return {f"{before}->{after}": int(n) for before, after, n in found}
 
