@@ -1,0 +1,248 @@
+"""SMTP sessions per mail host: one list cleaned by one process, then by several processes at
+once, as a fleet of workers does it (issue 18; docs/deploy.md, "Politeness across workers").
+
+Mail hosts judge the whole fleet, not one worker: a list split over N workers must not open more
+sessions on a mail host than one process opens. Set-up (not timed): a world generated from
+``--seed`` (``generate_world``, default mix: shared hosting, greylisting, too-many-recipients
+caps, catch-all and role addresses), an address list of ``--addresses`` rows, and the sandbox
+running in this process, where every mail host counts the sessions it accepts. Then, each on a
+fresh sandbox (greylisting hosts remember what they have seen):
+
+1. ``one process``: ``listhygiene clean list.csv`` in one process;
+2. ``by domain``: ``split_by_domain`` (the mapped-chunks path of Airflow and Dagster) into
+   ``--chunks`` chunk files, each cleaned by its own ``listhygiene clean`` process, all at once,
+   then ``merge_chunks`` into one run's folder;
+3. ``by address hash`` (what the mapped DAG did before issue 18, for comparison): the same
+   processes over chunks cut by a hash of the address, so a domain's addresses land in every
+   chunk.
+
+Printed for each: wall time, sessions in all, the busiest hosts, and how many hosts saw more
+sessions than with one process; the machine's 1-minute load average is printed with the
+figures (figures taken at a load over 1.5 are upper bounds)::
+
+    .venv/bin/python benchmarks/fleet.py                    # 10,000 addresses, 2 chunks
+    .venv/bin/python benchmarks/fleet.py --chunks 4 --json
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from listhygiene.pipeline.chunks import merge_chunks, split_by_domain
+from listhygiene.sandbox import Sandbox
+from listhygiene.sandbox.generate import generate_world
+
+BIN = Path(sys.executable).parent
+#: The reasons of an unknown verdict (PRODUCT.md, row 5 of the decision table).
+UNKNOWN_REASONS = frozenset(
+    {"dns_error", "smtp_unreachable", "smtp_timeout", "greylisted", "rate_limited", "blocked"}
+)
+
+
+def clean_processes(sources: Sequence[Path], outs: Sequence[Path], env: Mapping[str, str]) -> float:
+    """``listhygiene clean`` of each source, every one in its own process, all at once; the wall
+    time until the last has finished."""
+    started = time.perf_counter()
+    running = [
+        subprocess.Popen(
+            [
+                str(BIN / "listhygiene"),
+                "clean",
+                str(source),
+                "--out",
+                str(out),
+                "--verdicts",
+                "none",
+                "--json",
+            ],
+            env=dict(env),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for source, out in zip(sources, outs, strict=True)
+    ]
+    for process in running:
+        _, err = process.communicate()
+        if process.returncode != 0:
+            raise SystemExit(f"listhygiene clean exited {process.returncode}:\n{err[-3000:]}")
+    return time.perf_counter() - started
+
+
+def sessions(sandbox: Sandbox, hosts: Sequence[str]) -> dict[str, int]:
+    """Sessions each mail host has accepted since the last reset."""
+    return {host: sandbox.stats(host).connections for host in hosts}
+
+
+def environment(sandbox: Sandbox, smtp_timeout: float) -> dict[str, str]:
+    """This environment, pointed at ``sandbox`` (and no verdict store). A long SMTP step time-out:
+    on a loaded machine the sandbox, a thread of this process, answers late, and time-outs would
+    change verdicts and sessions from run to run."""
+    return {
+        **os.environ,
+        **sandbox.engine_environment(),
+        "LISTHYGIENE_HELO": "bench.test",
+        "LISTHYGIENE_SMTP_TIMEOUT": str(smtp_timeout),
+    }
+
+
+def split_by_hash(source: Path, folder: Path, chunks: int) -> list[Path]:
+    """The old split: each row to the chunk of a hash of its address."""
+    folder.mkdir(parents=True, exist_ok=True)
+    header, *rows = source.read_text(encoding="utf-8").splitlines()
+    parts: list[list[str]] = [[] for _ in range(chunks)]
+    for row in rows:
+        digest = hashlib.sha256(row.strip().lower().encode()).digest()
+        parts[digest[0] % chunks].append(row)
+    paths = []
+    for index, part in enumerate(parts):
+        path = folder / f"hash-{index}.csv"
+        path.write_text("\n".join([header, *part]) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def verdicts(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Rows by status and addresses retried, added up over the runs' summaries: the sessions
+    compare only when the verdicts agree."""
+    by_status: dict[str, int] = {}
+    unknown: dict[str, int] = {}
+    retried = 0
+    for summary in summaries:
+        for status, n in summary["rows"]["by_status"].items():
+            by_status[status] = by_status.get(status, 0) + int(n)
+        for reason, n in summary["rows"].get("by_reason", {}).items():
+            if reason in UNKNOWN_REASONS:
+                unknown[reason] = unknown.get(reason, 0) + int(n)
+        retried += int(summary["addresses"].get("retried", 0))
+    return {
+        "by_status": {s: n for s, n in by_status.items() if n},
+        "unknown_reasons": unknown,
+        "retried": retried,
+    }
+
+
+def summaries(outs: Sequence[Path]) -> list[dict[str, Any]]:
+    return [json.loads((out / "summary.json").read_text()) for out in outs]
+
+
+def figures(counts: Mapping[str, int], single: Mapping[str, int], seconds: float) -> dict[str, Any]:
+    busiest = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:5]
+    return {
+        "wall_seconds": round(seconds, 2),
+        "sessions": sum(counts.values()),
+        "max_per_host": max(counts.values(), default=0),
+        "busiest_hosts": dict(busiest),
+        "hosts_over_one_process": sum(1 for h, n in counts.items() if n > single.get(h, 0)),
+        "extra_sessions_over_one_process": sum(
+            max(0, n - single.get(h, 0)) for h, n in counts.items()
+        ),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--addresses", type=int, default=10_000)
+    parser.add_argument("--domains", type=int, default=1_000)
+    parser.add_argument("--latency-ms", type=int, default=5)
+    parser.add_argument("--chunks", type=int, default=2)
+    parser.add_argument("--smtp-timeout", type=float, default=30.0, help="per SMTP step")
+    parser.add_argument("--no-hash", action="store_true", help="skip the by-address-hash run")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+
+    generated = generate_world(
+        args.seed, domains=args.domains, addresses=args.addresses, latency_ms=args.latency_ms
+    )
+    hosts = sorted(generated.world.hosts)
+    report: dict[str, Any] = {
+        "addresses": args.addresses,
+        "domains": args.domains,
+        "mail_hosts": len(hosts),
+        "chunks": args.chunks,
+        "cpus": os.cpu_count(),
+        "load_average_1min": {"before": round(os.getloadavg()[0], 2)},
+    }
+    with tempfile.TemporaryDirectory(prefix="listhygiene-fleet-") as tmp_name:
+        tmp = Path(tmp_name)
+        source = tmp / "list.csv"
+        source.write_text(
+            "id,email\n" + "".join(f"{n},{a}\n" for n, a in enumerate(generated.addresses, 1)),
+            encoding="utf-8",
+        )
+        # A fresh sandbox for each run: greylisting hosts remember the triplets they have
+        # seen, and a run after another would find them accepted at once.
+        with Sandbox(generated.world) as sandbox:
+            env = environment(sandbox, args.smtp_timeout)
+            seconds = clean_processes([source], [tmp / "single"], env)
+            single = sessions(sandbox, hosts)
+        report["one process"] = {
+            **figures(single, single, seconds),
+            **verdicts(summaries([tmp / "single"])),
+        }
+
+        split = split_by_domain(source, tmp / "chunks", chunks=args.chunks)
+        chunk_paths = [Path(p) for p in split]
+        outs = [tmp / f"chunk-{i}" for i in range(len(chunk_paths))]
+        with Sandbox(generated.world) as sandbox:
+            seconds = clean_processes(chunk_paths, outs, environment(sandbox, args.smtp_timeout))
+            by_domain = sessions(sandbox, hosts)
+        merged = merge_chunks(
+            summaries(outs), tmp / "merged", manifest=tmp / "chunks" / "split.json"
+        )
+        report["by domain"] = {
+            **figures(by_domain, single, seconds),
+            **verdicts(summaries(outs)),
+            "merged_rows": merged["rows"]["total"],
+        }
+
+        if not args.no_hash:
+            hashed = split_by_hash(source, tmp / "hashed", args.chunks)
+            outs = [tmp / f"hash-out-{i}" for i in range(len(hashed))]
+            with Sandbox(generated.world) as sandbox:
+                seconds = clean_processes(hashed, outs, environment(sandbox, args.smtp_timeout))
+                by_hash = sessions(sandbox, hosts)
+            report["by address hash"] = {
+                **figures(by_hash, single, seconds),
+                **verdicts(summaries(outs)),
+            }
+    report["load_average_1min"]["after"] = round(os.getloadavg()[0], 2)
+
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    load = report["load_average_1min"]
+    print(
+        f"{args.addresses:,} addresses, {args.domains:,} domains on {len(hosts)} mail hosts, "
+        f"{args.chunks} chunks; {report['cpus']} cpus, 1-min load {load['before']} before, "
+        f"{load['after']} after (over 1.5: times are upper bounds)"
+    )
+    print(f"{'run':<17} {'wall s':>7} {'sessions':>9} {'max/host':>9} {'hosts over 1p':>14}")
+    for name in ("one process", "by domain", "by address hash"):
+        if name in report:
+            row = report[name]
+            print(
+                f"{name:<17} {row['wall_seconds']:>7} {row['sessions']:>9} "
+                f"{row['max_per_host']:>9} {row['hosts_over_one_process']:>14}"
+            )
+    for name in ("one process", "by domain", "by address hash"):
+        if name in report:
+            row = report[name]
+            print(f"  {name}: busiest hosts {row['busiest_hosts']}")
+            print(f"  {name}: rows by status {row['by_status']}")
+            print(f"  {name}: unknown by reason {row['unknown_reasons']}")
+    print(f"  merged folder rows: {report['by domain']['merged_rows']:,}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
