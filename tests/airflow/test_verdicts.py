@@ -249,3 +249,54 @@ def test_mapped_chunks_share_one_store_and_merge_their_changes(
     assert "_listhygiene_row" not in changed.columns
     third = night("three", check_smtp=True)
     assert third["verdicts"] == {"reused": DISTINCT, "verified": 0, "changed": 0}
+
+
+def test_the_operator_writes_back_to_a_postgres_connection(
+    airflow_home: Path,
+    local_connection: Any,
+    new_pg_database: Callable[[], str],
+    contacts: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``write_back_conn_id`` and ``write_back_table``: after publishing, the result columns are
+    upserted into the connection's table, keyed by ``id``; a second run writes the same rows."""
+    import sqlalchemy as sa
+    from sqlalchemy.engine import make_url
+
+    from listhygiene_airflow.operators.verification import EmailVerificationOperator
+
+    url = make_url(new_pg_database())
+    set_connection(
+        monkeypatch,
+        "crm_pg",
+        "postgres",
+        host=url.host,
+        port=url.port or 5432,
+        login=url.username,
+        password=url.password or "",
+        schema=url.database,
+    )
+    for night in ("one", "two"):
+        summary = EmailVerificationOperator(
+            task_id="clean",
+            source=str(contacts),
+            out=str(tmp_path / night),
+            verdicts="none",
+            write_back_conn_id="crm_pg",
+            write_back_table="email_status",
+            write_back_key="id",
+        ).execute(context={})
+        assert summary["write_back"]["written"] == 5
+        assert summary["write_back"]["table"] == "email_status"
+    engine = sa.create_engine(url.set(drivername="postgresql+psycopg"))
+    with engine.connect() as conn:
+        rows = dict(conn.execute(sa.text("SELECT id, status FROM email_status")).all())
+    engine.dispose()
+    written = pd.concat(pd.read_parquet(p) for p in (tmp_path / "two").glob("*.parquet"))
+    assert rows == dict(zip(written["id"].astype(str), written["status"], strict=True))
+    assert rows["5"] == "invalid"  # the blank cell: invalid_syntax, still written by its id
+    with pytest.raises(ValueError, match="go together"):
+        EmailVerificationOperator(
+            task_id="half", source="x.csv", out="o", write_back_conn_id="crm_pg"
+        )

@@ -94,6 +94,11 @@ class EmailVerificationOperator(BaseOperator):
     :param deferrable: submit, then free the worker while the remote job runs.
     :param poll_interval: seconds between status checks while deferred.
     :param job_timeout: how long the remote jobs may take, from the deferral on.
+    :param write_back_conn_id: an Airflow database connection (Postgres, SQLite, DuckDB) whose
+        table ``write_back_table`` gets the result columns upserted once the outputs are
+        published (docs/pipeline.md, "Writing back"); its counts go into the XCom.
+    :param write_back_table: the table (``schema.table``). Templated.
+    :param write_back_key: the input column keying that table; None: the verified address.
     :param assets: declare the seven per-status files as the task's ``outlets`` (Airflow
         assets a downstream DAG can be scheduled on), unless ``outlets`` is given: True names
         them after ``out`` (its part before the first template; ``listhygiene://<dag>/<task>``
@@ -109,6 +114,7 @@ class EmailVerificationOperator(BaseOperator):
         "email_column",
         "verdicts",
         "max_age",
+        "write_back_table",
     )
     ui_color = "#e8f4ea"
 
@@ -133,6 +139,9 @@ class EmailVerificationOperator(BaseOperator):
         poll_interval: float = 30.0,
         job_timeout: timedelta | float = timedelta(hours=24),
         assets: bool | str = True,
+        write_back_conn_id: str | None = None,
+        write_back_table: str | None = None,
+        write_back_key: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -152,6 +161,8 @@ class EmailVerificationOperator(BaseOperator):
             raise ValueError("quality must be 'fail' or 'warn'")
         if verdicts and verdicts_conn_id:
             raise ValueError("give verdicts (a URL or 'none') or verdicts_conn_id, not both")
+        if (write_back_conn_id is None) != (write_back_table is None):
+            raise ValueError("write_back_conn_id and write_back_table go together")
         self.source = os.fspath(source) if source is not None else None
         self.out = os.fspath(out)
         self.sql_conn_id = sql_conn_id
@@ -171,6 +182,9 @@ class EmailVerificationOperator(BaseOperator):
         self.job_timeout = (
             job_timeout.total_seconds() if isinstance(job_timeout, timedelta) else job_timeout
         )
+        self.write_back_conn_id = write_back_conn_id
+        self.write_back_table = write_back_table
+        self.write_back_key = write_back_key
         self._running: CancellableRun | None = None
         self._summary: dict[str, Any] | None = None
 
@@ -268,7 +282,22 @@ class EmailVerificationOperator(BaseOperator):
         if not result.passed:
             self.log.warning("data-quality checks failed (quality=warn): %s", result.quality)
         self._summary = dict(result.summary)
-        return bounded_summary(result.summary)
+        summary = bounded_summary(result.summary)
+        if self.write_back_conn_id is not None and self.write_back_table is not None:
+            written = result.write_back(
+                sqlalchemy_url(BaseHook.get_connection(self.write_back_conn_id)),
+                self.write_back_table,
+                key=self.write_back_key,
+            )
+            self.log.info(
+                "wrote back %d rows into %s (key %s, %d without one)",
+                written.written,
+                written.table,
+                written.key,
+                written.skipped,
+            )
+            summary["write_back"] = written.as_dict()
+        return summary
 
     def _published(self, context: "Context", summary: dict[str, Any]) -> dict[str, Any]:
         """Give each status asset's event the run's file and rows."""
