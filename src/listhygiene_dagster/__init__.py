@@ -19,6 +19,7 @@ from listhygiene_dagster.resources import (
     ContactSourceResource,
     VerdictStoreResource,
     VerificationBackendResource,
+    WriteBackResource,
 )
 from listhygiene_dagster.sensors import build_export_sensor, find_exports
 
@@ -31,6 +32,7 @@ __all__ = [
     "ParquetUPathIOManager",
     "VerdictStoreResource",
     "VerificationBackendResource",
+    "WriteBackResource",
     "build_email_hygiene_assets",
     "build_export_sensor",
     "build_quality_checks",

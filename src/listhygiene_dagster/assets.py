@@ -54,6 +54,7 @@ def build_email_hygiene_assets(
     source_resource_key: str = "contact_source",
     backend_resource_key: str = "verification_backend",
     verdicts_resource_key: str | None = None,
+    write_back_resource_key: str | None = None,
     io_manager_key: str = "listhygiene_parquet_io_manager",
     results_io_manager_key: str = "io_manager",
     partitions_def: dg.PartitionsDefinition | None = None,
@@ -81,6 +82,10 @@ def build_email_hygiene_assets(
     ``LISTHYGIENE_VERDICTS`` else the user's cache file). The run config ``fresh: true`` verifies
     everything again for one run. The verification's metadata shows reused, verified and
     changed, the rows of ``changed.parquet`` and its path.
+
+    ``write_back_resource_key`` names a :class:`~listhygiene_dagster.WriteBackResource`: a
+    warehouse table the result columns are upserted into once the run has published; the
+    verification's metadata says how many rows.
     """
     if quality not in ("fail", "warn"):
         raise ValueError("quality must be 'fail' or 'warn'")
@@ -126,6 +131,7 @@ def build_email_hygiene_assets(
             source_resource_key,
             backend_resource_key,
             *([verdicts_resource_key] if verdicts_resource_key else []),
+            *([write_back_resource_key] if write_back_resource_key else []),
         },
         config_schema={
             "accept_unreachable": dg.Field(
@@ -168,7 +174,20 @@ def build_email_hygiene_assets(
             verdicts=verdicts,
         )
         value = {"out": result.out, "input_rows": len(frame), "summary": result.summary}
-        return dg.Output(value, metadata=verification_metadata(value, report=result.report))
+        metadata = verification_metadata(value, report=result.report)
+        if write_back_resource_key:
+            from listhygiene.errors import ListHygieneError
+
+            target = getattr(context.resources, write_back_resource_key)
+            try:
+                written = target.write(result)
+            except ListHygieneError as exc:
+                raise dg.Failure(description=str(exc)) from exc
+            context.log.info(f"wrote back {written.written:,} rows into {target.describe()}")
+            value["write_back"] = written.as_dict()
+            metadata["written back"] = dg.MetadataValue.int(written.written)
+            metadata["written back to"] = dg.MetadataValue.text(target.describe())
+        return dg.Output(value, metadata=metadata)
 
     outs = {
         status: dg.AssetOut(

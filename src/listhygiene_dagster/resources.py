@@ -25,11 +25,14 @@ if TYPE_CHECKING:
     from listhygiene.clients import ClientSettings
     from listhygiene.engine import EngineSettings
     from listhygiene.pipeline.backends import Backend
+    from listhygiene.pipeline.result import CleanResult
+    from listhygiene.pipeline.writeback import WriteBack
 
 __all__ = [
     "ContactSourceResource",
     "VerdictStoreResource",
     "VerificationBackendResource",
+    "WriteBackResource",
     "chunk_bounds",
     "chunk_key",
 ]
@@ -173,6 +176,26 @@ class VerdictStoreResource(dg.ConfigurableResource):
         if self.url.strip().lower() == "none":
             return "no verdict store"
         return re.sub(r"(://[^:/@]+:)[^@]+@", r"\1***@", self.url)
+
+
+class WriteBackResource(dg.ConfigurableResource):
+    """A warehouse table the verification asset upserts its result columns into once the run
+    has published (docs/pipeline.md, "Writing back"): PostgreSQL, SQLite or DuckDB, keyed by
+    an input column or the verified address. A URL with a password goes in as ``dg.EnvVar``.
+    """
+
+    url: str = Field(description="SQLAlchemy URL of the database.")
+    table: str = Field(description="The table (schema.table), created when missing.")
+    key: str | None = Field(
+        default=None, description="The input column keying the table (unset: the address)."
+    )
+
+    def write(self, result: "CleanResult") -> "WriteBack":
+        return result.write_back(self.url, self.table, key=self.key)
+
+    def describe(self) -> str:
+        url = re.sub(r"(://[^:/@]+:)[^@]+@", r"\1***@", self.url)
+        return f"{self.table} at {url}"
 
 
 _CHUNK = re.compile(r"^rows-(\d+)-(\d+)$")

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -417,3 +417,41 @@ def test_the_resources_backend_kinds_are_the_cores() -> None:
     fields = VerificationBackendResource.model_fields
     assert typing.get_args(fields["kind"].annotation) == BACKEND_KINDS
     assert fields["api_key_header"].default == DEFAULT_API_KEY_HEADER
+
+
+def test_the_verification_writes_back_to_a_postgres_table(
+    mail_sandbox: Sandbox,
+    contacts: Path,
+    tmp_path: Path,
+    new_pg_database: Callable[[], str],
+) -> None:
+    """``write_back_resource_key``: the result columns upserted into a PostgreSQL table keyed by
+    ``id`` once the run has published; the metadata says how many rows."""
+    import sqlalchemy as sa
+
+    from listhygiene_dagster import WriteBackResource
+
+    url = new_pg_database()
+    assets = build_email_hygiene_assets(
+        name="crm", output_dir=str(tmp_path / "runs"), write_back_resource_key="crm_table"
+    )
+    target = WriteBackResource(url=url, table="email_status", key="id")
+    result = dg.materialize(
+        assets,
+        resources={
+            **resources(tmp_path, str(contacts), local_backend(mail_sandbox)),
+            "crm_table": target,
+        },
+    )
+    assert result.success
+    meta = metadata_of(result, ["crm", "verification"])
+    assert meta["written back"].value == 12
+    assert "email_status at postgresql" in meta["written back to"].value
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT id, status FROM email_status")).all()
+    engine.dispose()
+    by_status: dict[str, set[str]] = {s: set() for s in STATUSES}
+    for key, status in rows:
+        by_status[status].add(str(key))
+    assert by_status == EXPECTED
