@@ -94,3 +94,22 @@ def sandbox(request: pytest.FixtureRequest) -> "Iterator[Sandbox]":
 
     with Sandbox(world) as running:
         yield running
+
+
+#: One domain whose mail host holds every connection two minutes before its banner: a probe in
+#: progress for as long as a test needs (cancelling a run, in Airflow and Dagster alike).
+TARPIT: dict[str, Any] = {
+    "domains": {
+        "slow.test": {"mx": [{"preference": 10, "host": "mx.slow.test"}], "mailboxes": ["ann"]}
+    },
+    "hosts": {"mx.slow.test": {"banner_delay_ms": 120_000}},
+}
+
+
+@pytest.fixture(scope="module")
+def tarpit() -> "Iterator[Sandbox]":
+    """The :data:`TARPIT` world, running for the module's tests."""
+    from listhygiene.sandbox import Sandbox
+
+    with Sandbox(TARPIT) as running:
+        yield running

@@ -175,7 +175,7 @@ class VerdictStoreResource(dg.ConfigurableResource):
             return "the default verdict store (LISTHYGIENE_VERDICTS, else the user's cache)"
         if self.url.strip().lower() == "none":
             return "no verdict store"
-        return re.sub(r"(://[^:/@]+:)[^@]+@", r"\1***@", self.url)
+        return _masked(self.url)
 
 
 class WriteBackResource(dg.ConfigurableResource):
@@ -194,8 +194,13 @@ class WriteBackResource(dg.ConfigurableResource):
         return result.write_back(self.url, self.table, key=self.key)
 
     def describe(self) -> str:
-        url = re.sub(r"(://[^:/@]+:)[^@]+@", r"\1***@", self.url)
+        url = _masked(self.url)
         return f"{self.table} at {url}"
+
+
+def _masked(url: str) -> str:
+    """A database URL with its password hidden, for logs and metadata."""
+    return re.sub(r"(://[^:/@]+:)[^@]+@", r"\1***@", url)
 
 
 _CHUNK = re.compile(r"^rows-(\d+)-(\d+)$")

@@ -88,6 +88,23 @@ def set_connection(
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(value))
 
 
+def set_postgres_connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, url: str) -> None:
+    """An Airflow Postgres connection ``conn_id`` to the database at the SQLAlchemy ``url``."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    set_connection(
+        monkeypatch,
+        conn_id,
+        "postgres",
+        host=parsed.host,
+        port=parsed.port or 5432,
+        login=parsed.username,
+        password=parsed.password or "",
+        schema=parsed.database,
+    )
+
+
 @pytest.fixture
 def local_connection(
     airflow_home: Path, sandbox: Any, monkeypatch: pytest.MonkeyPatch

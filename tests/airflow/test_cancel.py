@@ -10,7 +10,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,21 +19,6 @@ import pytest
 
 from listhygiene.sandbox import Sandbox
 from tests.airflow.conftest import SMALL, jobs_of, set_connection
-
-#: One domain whose mail host holds every connection two minutes before its banner: a probe in
-#: progress for as long as the test needs.
-TARPIT: dict[str, Any] = {
-    "domains": {
-        "slow.test": {"mx": [{"preference": 10, "host": "mx.slow.test"}], "mailboxes": ["ann"]}
-    },
-    "hosts": {"mx.slow.test": {"banner_delay_ms": 120_000}},
-}
-
-
-@pytest.fixture(scope="module")
-def tarpit() -> Iterator[Sandbox]:
-    with Sandbox(TARPIT) as running:
-        yield running
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.airflow.conftest import jobs_of, set_connection
+from tests.airflow.conftest import jobs_of, set_connection, set_postgres_connection
 
 ACME = "mx.acme-corp.test"
 CONTACTS = """id,name,email
@@ -120,23 +120,12 @@ def test_a_postgres_verdicts_conn_id_on_the_deferrable_form_b_path(
     verdicts; the second reuses them all before submitting, so it submits (and pays for)
     nothing and does not defer."""
     from airflow.sdk.exceptions import TaskDeferred
-    from sqlalchemy.engine import make_url
 
     from listhygiene_airflow.operators.verification import EmailVerificationOperator
     from tests.airflow.test_operator import first_event
 
     key, store = form_b_connection
-    url = make_url(new_pg_database())
-    set_connection(
-        monkeypatch,
-        "verdicts_pg",
-        "postgres",
-        host=url.host,
-        port=url.port or 5432,
-        login=url.username,
-        password=url.password or "",
-        schema=url.database,
-    )
+    set_postgres_connection(monkeypatch, "verdicts_pg", new_pg_database())
 
     def operator(out: Path) -> Any:
         return EmailVerificationOperator(
@@ -267,16 +256,7 @@ def test_the_operator_writes_back_to_a_postgres_connection(
     from listhygiene_airflow.operators.verification import EmailVerificationOperator
 
     url = make_url(new_pg_database())
-    set_connection(
-        monkeypatch,
-        "crm_pg",
-        "postgres",
-        host=url.host,
-        port=url.port or 5432,
-        login=url.username,
-        password=url.password or "",
-        schema=url.database,
-    )
+    set_postgres_connection(monkeypatch, "crm_pg", url.render_as_string(hide_password=False))
     for night in ("one", "two"):
         summary = EmailVerificationOperator(
             task_id="clean",

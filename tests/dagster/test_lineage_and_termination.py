@@ -6,11 +6,9 @@ import _thread
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 import dagster as dg
 from listhygiene.sandbox import Sandbox
@@ -28,20 +26,6 @@ CSV = """id,name,Email
 3,Blank,
 """
 RESULT_COLUMNS = ["status", "score", "reason", "is_deliverable", "is_disposable"]
-
-#: A mail host that holds each connection two minutes before its banner.
-TARPIT: dict[str, Any] = {
-    "domains": {
-        "slow.test": {"mx": [{"preference": 10, "host": "mx.slow.test"}], "mailboxes": ["ann"]}
-    },
-    "hosts": {"mx.slow.test": {"banner_delay_ms": 120_000}},
-}
-
-
-@pytest.fixture(scope="module")
-def tarpit() -> Iterator[Sandbox]:
-    with Sandbox(TARPIT) as running:
-        yield running
 
 
 def backend(sandbox: Sandbox, **options: Any) -> VerificationBackendResource:

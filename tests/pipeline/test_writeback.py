@@ -156,33 +156,29 @@ def test_the_result_writes_itself_back(run: str, tmp_path: Path) -> None:
     assert done.written == len(ROWS)
 
 
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``listhygiene`` as a user runs it."""
+    command = [sys.executable, "-m", "listhygiene.cli", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+
 def test_the_cli_writes_back_after_publishing(mail_sandbox: Sandbox, tmp_path: Path) -> None:
     source = tmp_path / "contacts.csv"
     source.write_text("id,name,email\n" + "".join(f"{i},{n},{e}\n" for i, n, e in ROWS))
     url = f"sqlite:///{tmp_path / 'crm.db'}"
     env = {**os.environ, **mail_sandbox.engine_environment(), "LISTHYGIENE_HELO": "v.test"}
-    command = [sys.executable, "-m", "listhygiene.cli", "clean", str(source), "--no-smtp"]
-    command += ["--out", str(tmp_path / "out"), "--json", "--write-back", url]
-    done = subprocess.run(
-        [*command, "--write-back-table", "crm.results", "--write-back-key", "id"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    # SQLite has no schema "crm": one line, the write-back's error, after the run published
-    assert done.returncode != 0
+    clean = ["clean", str(source), "--no-smtp", "--out", str(tmp_path / "out"), "--json"]
+    clean += ["--write-back", url, "--write-back-key", "id"]
+
+    done = cli(*clean, "--write-back-table", "crm.results", env=env)
+    # SQLite has no schema "crm": one line, the write-back's storage error (exit 1), after the
+    # run published
+    assert done.returncode == 1, done.stderr
     assert "write-back to crm.results" in done.stderr
     assert "Traceback" not in done.stderr
     assert (tmp_path / "out" / "summary.json").exists()
 
-    done = subprocess.run(
-        [*command, "--write-back-table", "results", "--write-back-key", "id"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = cli(*clean, "--write-back-table", "results", env=env)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["write_back"]["written"] == len(ROWS)
@@ -192,9 +188,6 @@ def test_the_cli_writes_back_after_publishing(mail_sandbox: Sandbox, tmp_path: P
 
 
 def test_write_back_options_go_together(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "listhygiene.cli", "clean", "x.csv", "--out", "o"]
-    done = subprocess.run(
-        [*command, "--write-back", "sqlite:///x.db"], capture_output=True, text=True, timeout=60
-    )
+    done = cli("clean", "x.csv", "--out", "o", "--write-back", "sqlite:///x.db")
     assert done.returncode == 2
     assert "--write-back and --write-back-table go together" in done.stderr

@@ -75,31 +75,12 @@ async def aclean(
     """
     if quality not in ("fail", "warn"):
         raise ValueError("quality must be 'fail' or 'warn'")
+    bars = None
     if progress is True:
         from listhygiene.progress import ProgressBars
 
-        with ProgressBars() as bars:
-            return await aclean(
-                source,
-                out,
-                email_column=email_column,
-                table=table,
-                query=query,
-                encoding=encoding,
-                backend=backend,
-                check_smtp=check_smtp,
-                settings=settings,
-                quality=quality,
-                retry_unknown_after=retry_unknown_after,
-                accept_unreachable=accept_unreachable,
-                verdicts=verdicts,
-                max_age=max_age,
-                fresh=fresh,
-                progress=bars,
-                extra_columns=extra_columns,
-                **engine_overrides,
-            )
-    if progress is False:
+        progress = bars = ProgressBars()
+    elif progress is False:
         progress = None
     temporary = out is None
     if out is None:  # a folder of the result's own, removed with it (docs/pipeline.md)
@@ -134,6 +115,9 @@ async def aclean(
         if temporary:
             _remove_tree(os.fspath(out))
         raise
+    finally:
+        if bars is not None:
+            bars.close()
     if temporary:
         result.own_folder()
     return result
