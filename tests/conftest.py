@@ -4,7 +4,8 @@ verdict store by default.
 Every ``clean`` reuses verdicts from the user's verdict store unless told otherwise; the tests
 verify against many sandbox worlds in which one address has different verdicts, so a shared store
 would let one test's verdicts stand in another's. ``LISTHYGIENE_VERDICTS=none`` is set for the
-whole session (subprocesses inherit it); the verdict store's own tests name their stores.
+whole session (subprocesses inherit it); the verdict store's own tests name their stores. So is
+``LISTHYGIENE_QUALITY_WORKER=thread``: GX imported once per process, not in a child per run.
 
 PostgreSQL is ``postgresql://postgres@127.0.0.1:5432/test`` (trust authentication) unless
 ``LISTHYGIENE_TEST_POSTGRES`` names another; the tests create uniquely named databases
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ["LISTHYGIENE_VERDICTS"] = "none"
+    # GX imported once per test process, not in a fresh child per clean() (docs/pipeline.md)
+    os.environ.setdefault("LISTHYGIENE_QUALITY_WORKER", "thread")
 
 
 ADMIN_URL = os.environ.get("LISTHYGIENE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")

@@ -172,6 +172,53 @@ def test_without_smtp(sandbox: Sandbox, contacts: Path, tmp_path: Path) -> None:
     assert result.summary["backend"] == {"name": "local", "check_smtp": False}
 
 
+@pytest.mark.parametrize("kind", ["process", "thread"])
+def test_the_quality_worker_variable_chooses_where_gx_is_imported(
+    sandbox: Sandbox, contacts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    from listhygiene.pipeline import runner
+
+    asked: list[bool] = []
+
+    def recording_warm_up(*, process: bool = True) -> object:
+        asked.append(process)
+        return real_warm_up(process=process)
+
+    real_warm_up = runner.warm_up
+    monkeypatch.setattr(runner, "warm_up", recording_warm_up)
+    monkeypatch.setenv("LISTHYGIENE_QUALITY_WORKER", kind)
+    result = listhygiene.clean(
+        contacts, tmp_path / "out", settings=settings(sandbox), check_smtp=False
+    )
+    assert asked == [kind == "process"]
+    assert result.summary["quality"]["passed"]
+
+
+def test_a_wrong_quality_worker_variable_is_a_configuration_error(
+    sandbox: Sandbox, contacts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LISTHYGIENE_QUALITY_WORKER", "fork")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "listhygiene.cli",
+            "clean",
+            str(contacts),
+            "--out",
+            str(tmp_path / "o"),
+            "--no-smtp",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **sandbox.engine_environment()},
+    )
+    assert done.returncode == 2, done.stderr
+    assert "LISTHYGIENE_QUALITY_WORKER='fork'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "o").exists()  # refused before any work
+
+
 def test_column_names_that_clash_with_result_columns(sandbox: Sandbox, tmp_path: Path) -> None:
     path = tmp_path / "clash.csv"
     path.write_text("email,status,score\nalice@acme.test,customer,7\n")

@@ -60,6 +60,8 @@ __all__ = [
     "check_outputs",
     "run_quality_checks",
     "status_files",
+    "WORKER_VARIABLE",
+    "default_worker_kind",
     "warm_up",
 ]
 
@@ -757,6 +759,22 @@ def _error_message(info: Any) -> str | None:
 
 
 # --- the warm worker --------------------------------------------------------------------------
+
+
+#: ``process`` (the default) or ``thread``: where :func:`warm_up` imports GX when the caller does
+#: not say (docs/pipeline.md, "Quality checks"). ``thread`` suits many short runs in one process
+#: (a notebook, a test suite): GX is imported once, not once per run.
+WORKER_VARIABLE = "LISTHYGIENE_QUALITY_WORKER"
+
+
+def default_worker_kind() -> str:
+    """``process`` or ``thread``, from :data:`WORKER_VARIABLE`; a wrong value is a config error."""
+    kind = os.environ.get(WORKER_VARIABLE, "process").strip().lower() or "process"
+    if kind not in ("process", "thread"):
+        from listhygiene.errors import ConfigurationError
+
+        raise ConfigurationError(f"{WORKER_VARIABLE}={kind!r}: expected 'process' or 'thread'")
+    return kind
 
 
 def warm_up(*, process: bool = True) -> "QualityWorker":

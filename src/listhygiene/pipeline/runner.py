@@ -41,7 +41,7 @@ from listhygiene.pipeline.backends import (
     make_backend,
 )
 from listhygiene.pipeline.outputs import SUMMARY, OutputFolder
-from listhygiene.pipeline.quality import warm_up
+from listhygiene.pipeline.quality import default_worker_kind, warm_up
 from listhygiene.pipeline.result import STATUSES, CleanResult
 from listhygiene.pipeline.summary import Summary, run_health, uncertain_credits
 from listhygiene.pipeline.verdict_memory import CHANGED, RunVerdicts, open_verdicts
@@ -133,6 +133,7 @@ class Run:
 
         started_at = datetime.now(UTC)
         started = time.perf_counter()
+        in_process = _remote(self.out) or default_worker_kind() == "thread"  # before any work
         source = open_source(
             self.source, table=self.table, query=self.query, encoding=self.encoding
         )
@@ -152,8 +153,8 @@ class Run:
             log.info("resuming the run in %s (stage %s)", work.path, work.stage)
         tables = WorkTables(work)
         # GX's import (~11 s) runs meanwhile: in a child process where it can read the outputs
-        # (a local folder), else in a thread of this one
-        worker = warm_up(process=not _remote(self.out))
+        # (a local folder) unless LISTHYGIENE_QUALITY_WORKER=thread, else in a thread of this one
+        worker = warm_up(process=not in_process)
         try:
             with _timed(self.timings, "read"):
                 rows, distinct = self._read(source, column, work, tables)
