@@ -19,6 +19,18 @@ cleaned twice into one store; the sandbox runs in this process, so the second ru
 connections and DNS queries are counted: both must be 0 for reused addresses (only unknown
 verdicts, never reused, are asked again).
 
+With ``--store`` (issue 16: the store's own cost, without the pipeline around it): ``--count``
+generated verdicts (distinct addresses over 2,000 domains, a mix of statuses) go through the
+store as a first cleaning uses it, on a SQLite file and on a new PostgreSQL database of
+``LISTHYGIENE_BENCH_PG`` (default the test server; dropped afterwards): a lookup of every address
+in the empty store, saves in jobs of 200,000 kept 50,000 at a time (``verdict_memory``), a lookup
+of every address again (all found), and a refill with newer verdicts (every row an update). Each
+step prints its wall time and this process's CPU seconds (PostgreSQL's own CPU is the server's,
+not counted), with the 1-minute load average before and after; figures at a load above 1.5 on
+the 2 cores are upper bounds.
+
+    .venv/bin/python benchmarks/verdicts.py --store [--count 700000] [--backends sqlite,postgresql]
+
 Printed: wall time and peak RSS of each run, and the ratios against the baseline. Exit 1 when a
 target is missed (the nightly run within 1.2x of the baseline; with ``--smtp``, no connection
 and no query for the reused addresses, the second run within 3 s plus its quality checks).
@@ -156,6 +168,130 @@ def with_smtp(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     return {"rows": args.rows, "distinct": counts["distinct"], "runs": runs, "met": met}
 
 
+def _generated(count: int) -> "Any":
+    """``count`` result rows of distinct addresses over 2,000 domains, statuses mixed."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from listhygiene.pipeline.backends import KEY, results_table
+    from listhygiene.results import DomainReputation, VerificationResult
+    from listhygiene.statuses import DnsOutcome, Facts, MailboxOutcome
+
+    kinds = [
+        {"mailbox": MailboxOutcome.ACCEPTED},
+        {"mailbox": MailboxOutcome.NOT_FOUND},
+        {"mailbox": MailboxOutcome.FULL},
+        {"mailbox": MailboxOutcome.ACCEPTED, "is_role": True},
+        {"mailbox": MailboxOutcome.NOT_CHECKED, "smtp": False},
+    ]
+    templates = []
+    for n, kind in enumerate(kinds):
+        smtp = kind.pop("smtp", True)
+        facts = Facts(syntax_valid=True, dns=DnsOutcome.MX, smtp_checked=smtp, **kind)
+        address = f"t{n}@example.com"
+        found = VerificationResult.from_facts(
+            address,
+            facts,
+            domain="example.com",
+            mx_records=["mx1.example.com", "mx2.example.com"],
+            domain_reputation=DomainReputation(mx_ip="192.0.2.1", checked=True),
+            response_time=40 + n,
+        )
+        templates.append((address, found))
+    template = results_table(templates)
+    index = pa.array([i % len(templates) for i in range(count)], pa.int64())
+    table = template.take(index)
+    domains = pa.array([f"domain{i % 2000}.test" for i in range(count)], pa.string())
+    addresses = pc.binary_join_element_wise(
+        pa.array([f"person.{i}" for i in range(count)], pa.string()), domains, "@"
+    )
+    table = table.set_column(table.schema.get_field_index(KEY), KEY, addresses)
+    table = table.set_column(table.schema.get_field_index("email"), "email", addresses)
+    return table.set_column(table.schema.get_field_index("domain"), "domain", domains)
+
+
+def _timed(step: str, work: "Any") -> dict[str, Any]:
+    load = os.getloadavg()[0]
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = work()
+    return {
+        "step": step,
+        "wall_seconds": round(time.perf_counter() - wall, 2),
+        "cpu_seconds": round(time.process_time() - cpu, 2),
+        "load_before": round(load, 2),
+        "load_after": round(os.getloadavg()[0], 2),
+        "value": value,
+    }
+
+
+def _store_steps(url: str, table: "Any") -> list[dict[str, Any]]:
+    from listhygiene.pipeline.backends import KEY
+    from listhygiene.pipeline.verdict_memory import SAVE_BATCH
+    from listhygiene.verdicts import VerdictStore
+
+    job = 200_000
+    addresses = table.column(KEY).combine_chunks()
+
+    def fill(checked_at: float) -> int:
+        written = 0
+        for start in range(0, table.num_rows, job):
+            part = table.slice(start, job)
+            for at in range(0, part.num_rows, SAVE_BATCH):
+                written += store.save(
+                    part.slice(at, SAVE_BATCH), backend="local", checked_at=checked_at
+                )
+        return written
+
+    steps = []
+    with VerdictStore(url) as store:
+        now = time.time()
+        steps.append(_timed("lookup, empty store", lambda: store.fetch(addresses).num_rows))
+        steps.append(_timed("first fill", lambda: fill(now)))
+        steps.append(_timed("lookup, all stored", lambda: store.fetch(addresses).num_rows))
+        steps.append(_timed("refill, newer verdicts", lambda: fill(now + 1)))
+    return steps
+
+
+def store_only(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    import secrets
+
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    table = _generated(args.count)
+    report: dict[str, Any] = {"count": args.count, "backends": {}}
+    for backend in args.backends.split(","):
+        if backend == "sqlite":
+            url = f"sqlite:///{tmp / 'verdicts.sqlite'}"
+            report["backends"][backend] = _store_steps(url, table)
+            continue
+        admin_url = os.environ.get(
+            "LISTHYGIENE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test"
+        )
+        name = f"lh_bench_{secrets.token_hex(6)}"
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+            try:
+                url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+                report["backends"][backend] = _store_steps(url, table)
+            finally:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    report["met"] = True
+    return report
+
+
+def _human_store(report: dict[str, Any]) -> str:
+    lines = [f"{report['count']:,} verdicts"]
+    for backend, steps in report["backends"].items():
+        for step in steps:
+            lines.append(
+                f"  {backend:<10} {step['step']:<24} {step['wall_seconds']:>7.2f} s wall "
+                f"{step['cpu_seconds']:>7.2f} s CPU  ({step['value']:,} rows; load "
+                f"{step['load_before']} / {step['load_after']})"
+            )
+    return "\n".join(lines)
+
+
 def _human(report: dict[str, Any]) -> str:
     lines = [f"{report['rows']:,} rows, {report['distinct']:,} distinct addresses"]
     for run in report["runs"]:
@@ -180,8 +316,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new", type=float, default=0.01, help="share of new addresses")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--smtp", action="store_true", help="the SMTP re-run target")
+    parser.add_argument("--store", action="store_true", help="the store alone, no pipeline")
+    parser.add_argument("--count", type=int, default=700_000, help="verdicts, with --store")
+    parser.add_argument("--backends", default="sqlite,postgresql", help="with --store")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.store:
+        with tempfile.TemporaryDirectory(prefix="lh-verdicts-bench-") as folder:
+            report = store_only(args, Path(folder))
+        print(json.dumps(report, indent=2) if args.json else _human_store(report))
+        return 0
     args.rows = args.rows or (7000 if args.smtp else 1_000_000)
     with tempfile.TemporaryDirectory(prefix="lh-verdicts-bench-") as folder:
         report = (with_smtp if args.smtp else no_smtp)(args, Path(folder))
