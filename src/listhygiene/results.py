@@ -6,7 +6,7 @@ form A does not show but form B needs (what DNS and the mail server said: a disp
 view of it: the form A dict, the form A batch item, the form B dict, a JSON line, an Arrow row.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -174,7 +174,9 @@ class VerificationResult(BaseModel):
         unchanged from :meth:`form_b_status`. The sample items of results pages carry only some
         booleans, and the reason inside ``result``: missing booleans are inferred.
         """
-        flags = data.get("result") if isinstance(data.get("result"), dict) else {}
+        # The wire's ``result`` object, when it is one; its values are only read as booleans.
+        result_object = data.get("result")
+        flags: Mapping[str, object] = result_object if isinstance(result_object, dict) else {}
         b_status = FormBStatus(data["status"])
         reason = _b_reason(b_status, data.get("reason") or flags.get("reason"), flags)
         syntax_valid = reason is not Reason.INVALID_SYNTAX
@@ -312,7 +314,7 @@ def _infer_dns(status: Status, reason: Reason | None) -> DnsOutcome:
     return DnsOutcome.MX
 
 
-def _infer_mailbox(status: Status, reason: Reason | None, smtp_check: Any) -> MailboxOutcome:
+def _infer_mailbox(status: Status, reason: Reason | None, smtp_check: object) -> MailboxOutcome:
     if not smtp_check:
         return MailboxOutcome.NOT_CHECKED
     by_reason = {
@@ -346,10 +348,11 @@ _MAILBOX_BY_REASON: dict[Reason, MailboxOutcome] = {
 _B_INVALID_REASONS = frozenset({Reason.INVALID_SYNTAX, Reason.NO_MAIL_SERVER, *_MAILBOX_BY_REASON})
 
 
-def _b_reason(status: FormBStatus, raw: Any, flags: dict[str, Any]) -> Reason | None:
+def _b_reason(status: FormBStatus, raw: object, flags: Mapping[str, object]) -> Reason | None:
     """The reason given, or for an invalid address without a known one, the likeliest."""
     try:
-        reason = Reason(raw) if raw else None
+        # a reason is a string on the wire; anything else names no reason, as an unknown one
+        reason = Reason(raw) if isinstance(raw, str) and raw else None
     except ValueError:  # a reason this version does not know
         reason = None
     if status is not FormBStatus.INVALID or reason in _B_INVALID_REASONS:
@@ -361,7 +364,7 @@ def _b_reason(status: FormBStatus, raw: Any, flags: dict[str, Any]) -> Reason | 
     return Reason.MAILBOX_NOT_FOUND
 
 
-def _b_dns(status: FormBStatus, reason: Reason | None, flags: dict[str, Any]) -> DnsOutcome:
+def _b_dns(status: FormBStatus, reason: Reason | None, flags: Mapping[str, object]) -> DnsOutcome:
     if reason is Reason.NO_MAIL_SERVER:
         return DnsOutcome.NO_MAIL_SERVER if flags.get("valid_domain") else DnsOutcome.NXDOMAIN
     if reason is Reason.DNS_ERROR:
@@ -371,7 +374,9 @@ def _b_dns(status: FormBStatus, reason: Reason | None, flags: dict[str, Any]) ->
     return DnsOutcome.MX
 
 
-def _b_smtp_checked(status: FormBStatus, reason: Reason | None, flags: dict[str, Any]) -> bool:
+def _b_smtp_checked(
+    status: FormBStatus, reason: Reason | None, flags: Mapping[str, object]
+) -> bool:
     if flags.get("smtp_valid") or status is FormBStatus.ACCEPT_ALL or reason in _MAILBOX_BY_REASON:
         return True
     if status is FormBStatus.UNKNOWN:
