@@ -17,10 +17,11 @@ holds thousands of lookups in front of anyone (docs/service.md, "Fairness").
 
 import asyncio
 import contextlib
+import enum
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +43,15 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Engine"]
 
-_DONE = object()
+
+class _End(enum.Enum):
+    """The end of a run's output queue: an enum member, so the queue's type can name it."""
+
+    DONE = enum.auto()
+
+
+#: What a run's output queue carries: each input with its result, then ``_End.DONE``.
+_Output = tuple[object, VerificationResult] | _End
 
 
 @dataclass
@@ -150,7 +159,7 @@ class Engine:
         check_smtp: bool | None = None,
         priority: Priority | str = Priority.INTERACTIVE,
         tenant: str = "",
-    ) -> AsyncIterator[VerificationResult]:
+    ) -> AsyncGenerator[VerificationResult, None]:
         """Verify many addresses; yields each result as soon as it is final (any order)."""
         async for _, result in self.verify_each(
             emails, check_smtp=check_smtp, priority=priority, tenant=tenant
@@ -164,7 +173,7 @@ class Engine:
         check_smtp: bool | None = None,
         priority: Priority | str = Priority.INTERACTIVE,
         tenant: str = "",
-    ) -> AsyncIterator[tuple[object, VerificationResult]]:
+    ) -> AsyncGenerator[tuple[object, VerificationResult], None]:
         """As ``verify_many``, paired with each input as given: results come in completion
         order, and a result's ``email`` is normalised, so callers key results by their input.
 
@@ -229,7 +238,7 @@ class _Run:
         self.context = engine._context
         assert engine._reputation is not None
         self.reputation = engine._reputation
-        self.out: asyncio.Queue[Any] = asyncio.Queue()
+        self.out: asyncio.Queue[_Output] = asyncio.Queue()
         read_ahead = self.settings.max_pending
         if lane.priority is Priority.BULK:
             read_ahead = min(read_ahead, self.settings.bulk_pending)
@@ -243,7 +252,7 @@ class _Run:
 
     async def results(
         self, emails: Iterable[object] | AsyncIterable[object]
-    ) -> AsyncIterator[tuple[object, VerificationResult]]:
+    ) -> AsyncGenerator[tuple[object, VerificationResult], None]:
         if self.lane.priority is Priority.BULK and isinstance(emails, list | tuple):
             # Read in portions, a domain's addresses must arrive together to share its sessions
             # (scattered, each portion would open the domain's sessions again).
@@ -259,7 +268,7 @@ class _Run:
             try:
                 while True:
                     item = await self.out.get()
-                    if item is _DONE:
+                    if item is _End.DONE:
                         break
                     self.room.release()
                     yield item
@@ -282,7 +291,7 @@ class _Run:
             while self.tasks:
                 await asyncio.gather(*list(self.tasks), return_exceptions=True)
         finally:
-            self.out.put_nowait(_DONE)
+            self.out.put_nowait(_End.DONE)
 
     async def _admit(self, raw: object) -> None:
         await self.room.acquire()

@@ -354,20 +354,19 @@ class DomainProber:
         settled = False
         try:
             while attempts and not winners:
-                waiting: set[asyncio.Future[object]] = set(attempts)
+                waiting: set[asyncio.Future[_Opened] | asyncio.Future[None]] = set(attempts)
                 if timer is not None:
                     waiting.add(timer)
                 done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 launch_next = False
-                for task in done:
-                    if task is timer:
-                        timer = None
-                        launch_next = True
-                        continue
-                    index = attempts.pop(task)  # type: ignore[arg-type]
+                if timer is not None and timer in done:
+                    timer = None
+                    launch_next = True
+                for task in [attempt for attempt in attempts if attempt in done]:
+                    index = attempts.pop(task)
                     error = task.exception()
                     if error is None:
-                        winners.append((index, task.result()))  # type: ignore[arg-type]
+                        winners.append((index, task.result()))
                     else:
                         failures[index] = error
                         if index == next_index - 1:  # the newest failed: the next one at once
@@ -376,13 +375,18 @@ class DomainProber:
                     launch()
             settled = True
         finally:
-            left = [*attempts, *([timer] if timer is not None else [])]
-            for task in left:
-                task.cancel()
+            racing = list(attempts)
+            left: list[asyncio.Future[_Opened] | asyncio.Future[None]] = [
+                *racing,
+                *([timer] if timer is not None else []),
+            ]
+            for future in left:
+                future.cancel()
             results = await asyncio.gather(*left, return_exceptions=True)
-            for task, result in zip(left, results, strict=True):
+            # the timer, if any, is last and opens nothing
+            for task, result in zip(racing, results[: len(racing)], strict=True):
                 if isinstance(result, _Opened):  # opened before it could be cancelled
-                    winners.append((attempts[task], result))  # type: ignore[index]
+                    winners.append((attempts[task], result))
             winners.sort(key=lambda pair: pair[0])
             for _, loser in winners[0 if not settled else 1 :]:
                 await loser.client.quit()

@@ -194,7 +194,7 @@ class Resolver:
             return MailRoute(DnsOutcome.ERROR, ttl=_ERROR_TTL)
         except dns.exception.DNSException:
             return MailRoute(DnsOutcome.ERROR, ttl=_ERROR_TTL)
-        if answer is None:
+        if answer is None or answer.rrset is None:  # _query gives no answer without records
             return await self._implicit(domain)
         ttl = float(answer.rrset.ttl)
         records = sorted(answer, key=lambda r: (r.preference, r.exchange.to_text()))
@@ -266,7 +266,7 @@ class Resolver:
             answer = await self._query(host, rdtype)
         except dns.resolver.NXDOMAIN:
             return [], 300.0
-        if answer is None:
+        if answer is None or answer.rrset is None:  # _query gives no answer without records
             return [], 300.0
         return [r.address for r in answer], float(answer.rrset.ttl)
 

@@ -5,6 +5,8 @@ the engine runs on its own loop in a worker thread whenever the caller's thread 
 """
 
 import asyncio
+import concurrent.futures
+import enum
 import queue
 import threading
 from collections.abc import Coroutine, Iterable, Iterator
@@ -17,7 +19,12 @@ from listhygiene.results import VerificationResult
 __all__ = ["verify", "verify_many"]
 
 T = TypeVar("T")
-_END = object()
+
+
+class _End(enum.Enum):
+    """The end of ``verify_many``'s queue: an enum member, so the queue's type can name it."""
+
+    END = enum.auto()
 
 
 def _running_loop() -> bool:
@@ -31,20 +38,19 @@ def _running_loop() -> bool:
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:
     if not _running_loop():
         return asyncio.run(coroutine)
-    box: dict[str, Any] = {}
+    # holds the worker thread's value or exception; result() returns the one or raises the other
+    outcome: concurrent.futures.Future[T] = concurrent.futures.Future()
 
     def target() -> None:
         try:
-            box["value"] = asyncio.run(coroutine)
+            outcome.set_result(asyncio.run(coroutine))
         except BaseException as exc:
-            box["error"] = exc
+            outcome.set_exception(exc)
 
     thread = threading.Thread(target=target, name="listhygiene-verify")
     thread.start()
     thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    return outcome.result()
 
 
 def _engine(settings: EngineSettings | None, overrides: dict[str, Any]) -> Engine:
@@ -76,7 +82,7 @@ def verify_many(
     slowly.
     """
     engine = _engine(settings, overrides)
-    results: queue.Queue[Any] = queue.Queue(maxsize=1024)
+    results: queue.Queue[VerificationResult | BaseException | _End] = queue.Queue(maxsize=1024)
     stop = threading.Event()
 
     async def produce() -> None:
@@ -96,14 +102,14 @@ def verify_many(
         except BaseException as exc:
             results.put(exc)
         finally:
-            results.put(_END)
+            results.put(_End.END)
 
     thread = threading.Thread(target=target, name="listhygiene-verify-many", daemon=True)
     thread.start()
     try:
         while True:
             item = results.get()
-            if item is _END:
+            if item is _End.END:
                 return
             if isinstance(item, BaseException):
                 raise item
