@@ -12,6 +12,7 @@ import ipaddress
 import logging
 import struct
 from dataclasses import dataclass, field
+from typing import cast
 
 import dns.exception
 import dns.flags
@@ -77,8 +78,8 @@ class Zone:
                 zone, "SOA", 300, [_SOA_TEMPLATE.format(apex=zone, minimum=300)]
             )
             for item in listed:
-                address = ipaddress.IPv4Address(host_addresses.get(item, item))
-                owner = ".".join(reversed(str(address).split("."))) + "." + zone
+                listed_ip = ipaddress.IPv4Address(host_addresses.get(item, item))
+                owner = ".".join(reversed(str(listed_ip).split("."))) + "." + zone
                 self._add(owner, "A", 300, ["127.0.0.2"])
                 self._add(owner, "TXT", 300, [f'"{DNSBL_TXT}"'])
 
@@ -94,7 +95,10 @@ class Zone:
         node = self._node(name)
         existing = node.rrsets.get(rrset.rdtype)
         if existing is not None:
-            existing.union_update(rrset)
+            # what Rdataset.union_update does, through dnspython's typed methods
+            existing.update_ttl(rrset.ttl)
+            for rdata in rrset:
+                existing.add(rdata)
         else:
             node.rrsets[rrset.rdtype] = rrset
 
@@ -164,7 +168,8 @@ class _UdpProtocol(asyncio.DatagramProtocol):
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # a datagram endpoint's transport; asyncio types this argument more widely
+        self.transport = cast(asyncio.DatagramTransport, transport)
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         wire, delay = self.server.respond_later(data, max_size=None)

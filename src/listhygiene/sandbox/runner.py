@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar
 
 import dns.asyncresolver
 import dns.resolver
@@ -27,6 +27,14 @@ if TYPE_CHECKING:
 __all__ = ["Sandbox"]
 
 _R = TypeVar("_R", bound=dns.resolver.BaseResolver)
+
+
+class _Bind(TypedDict):
+    """Where the servers listen: the keyword arguments of ``SandboxServers.start``."""
+
+    dns_host: str
+    dns_port: int
+    smtp_port: int
 
 
 class Sandbox:
@@ -46,7 +54,7 @@ class Sandbox:
             self.world = World.from_dict(world)
         else:
             self.world = load_world(world)
-        self._bind = {"dns_host": dns_host, "dns_port": dns_port, "smtp_port": smtp_port}
+        self._bind: _Bind = {"dns_host": dns_host, "dns_port": dns_port, "smtp_port": smtp_port}
         self._servers: SandboxServers | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

@@ -12,8 +12,8 @@ import logging
 import math
 import ssl
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, AnyStr, cast
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
@@ -58,9 +58,10 @@ class HostStats:
     closed_at: list[float] = field(default_factory=list)
 
     def reset(self) -> None:
-        active = self.active
-        self.__init__()  # type: ignore[misc]
-        self.active = active
+        """Every count back to its default (fresh lists), but ``active``: those still open."""
+        fresh = HostStats(active=self.active)
+        for counter in fields(self):
+            setattr(self, counter.name, getattr(fresh, counter.name))
 
 
 class _Greylist:
@@ -150,7 +151,8 @@ class _Handler:
         host, stats, spec = self.host, self.host.stats, self.host.spec
         stats.rcpt_commands += 1
         stats.recipients.append(address)
-        protocol: _SandboxSMTP = server  # type: ignore[assignment]
+        assert isinstance(server, _SandboxSMTP)  # the only protocol that takes this handler
+        protocol = server
         protocol.rcpt_count += 1
         cap = spec.max_rcpt_per_connection
         if cap is not None and protocol.rcpt_count > cap:
@@ -204,7 +206,7 @@ class _SandboxSMTP(SMTP):
         if self.transport is not None and not self.transport.is_closing():
             super().data_received(data)
 
-    async def push(self, status: str | bytes) -> None:  # type: ignore[override]
+    async def push(self, status: AnyStr) -> None:
         await super().push(status)
         if self.close_after_reply and self.transport is not None:
             self.transport.close()
@@ -258,15 +260,17 @@ class _BrokenProtocol(asyncio.Protocol):
         self._task: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # a stream server's transport is a Transport; asyncio types this argument more widely
+        stream = cast(asyncio.Transport, transport)
+        self.transport = stream
         self.host.connections.add(transport)
         self.host.stats.connections += 1
         self.host.stats.opened_at.append(time.monotonic())
         behaviour = self.host.spec.behaviour
         if behaviour == "garbage":
-            transport.write(b"\x00\xffHELLO?? \x1b[31m not smtp\r\n")  # type: ignore[attr-defined]
+            stream.write(b"\x00\xffHELLO?? \x1b[31m not smtp\r\n")
         elif behaviour == "drop":
-            transport.write(f"220 {self.host.banner_name} ESMTP\r\n".encode())  # type: ignore[attr-defined]
+            stream.write(f"220 {self.host.banner_name} ESMTP\r\n".encode())
         elif behaviour == "endless":
             self._task = asyncio.get_running_loop().create_task(self._endless())
 
@@ -357,5 +361,6 @@ class MailHost:
             await self.server.wait_closed()
             self.server = None
         for transport in list(self.connections):
-            transport.abort()  # type: ignore[attr-defined]
+            # the hosts' connections are stream transports (see connection_made)
+            cast(asyncio.Transport, transport).abort()
         self.connections.clear()
