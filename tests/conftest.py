@@ -99,6 +99,17 @@ def sandbox(request: pytest.FixtureRequest) -> "Iterator[Sandbox]":
         yield running
 
 
+@pytest.fixture(scope="session")
+def gx_imported() -> None:
+    """GX imported before the module's tests start: with ``LISTHYGIENE_QUALITY_WORKER=thread``
+    the first ``clean()`` of a process imports it in a thread that holds the GIL for seconds,
+    which would stall a service the test runs in this process (a client time-out of 1 s)."""
+    from listhygiene.pipeline.quality import gx_missing
+
+    if gx_missing() is None:
+        import great_expectations  # noqa: F401
+
+
 #: One domain whose mail host holds every connection two minutes before its banner: a probe in
 #: progress for as long as a test needs (cancelling a run, in Airflow and Dagster alike).
 TARPIT: dict[str, Any] = {

@@ -4,7 +4,6 @@ verdicts of the others. It did: the first caller owned the shared lookup, its ca
 handed to every waiter, and their runs ended without a result (the service answered 500)."""
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 
@@ -27,10 +26,8 @@ WORLD = {
 }
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(WORLD) as running:
-        yield running
+#: The world of this module's ``sandbox`` (tests/conftest.py).
+SANDBOX_WORLD = WORLD
 
 
 def engine(sandbox: Sandbox) -> Engine:

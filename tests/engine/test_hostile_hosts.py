@@ -7,7 +7,6 @@ asserted, not time: which hosts were contacted, in which order, how many session
 """
 
 from collections import deque
-from collections.abc import Iterator
 
 import pytest
 
@@ -77,10 +76,8 @@ WORLD = {
 }
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(WORLD) as running:
-        yield running
+#: The world of this module's ``sandbox`` (tests/conftest.py).
+SANDBOX_WORLD = WORLD
 
 
 def settings(sandbox: Sandbox, **changes: object) -> EngineSettings:

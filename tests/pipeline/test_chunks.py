@@ -5,7 +5,6 @@ than one run opens, and the merged folder must be the one a single run writes.
 """
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +72,8 @@ def contacts_csv(path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(WORLD) as running:
-        yield running
+#: The world of this module's ``sandbox`` (tests/conftest.py).
+SANDBOX_WORLD = WORLD
 
 
 def engine(sandbox: Sandbox) -> Any:

@@ -35,10 +35,8 @@ WORLD: dict[str, Any] = {
 }
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(WORLD) as running:
-        yield running
+#: The world of this module's ``sandbox`` (tests/conftest.py).
+SANDBOX_WORLD = WORLD
 
 
 @pytest.fixture

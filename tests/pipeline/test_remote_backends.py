@@ -29,6 +29,9 @@ from listhygiene.service.store import Store
 from listhygiene.service.store.models import Job
 from tests.service.live import LiveServer
 
+# The services here run in the test's process, some with client time-outs of 1 s
+pytestmark = pytest.mark.usefixtures("gx_imported")
+
 
 def mx(host: str) -> list[dict[str, Any]]:
     return [{"preference": 10, "host": host}]
@@ -77,10 +80,8 @@ CSV = """id,name,Email
 DISTINCT = 9  # the cells with something in them, ALICE@Acme.Test being alice@acme.test
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(WORLD) as running:
-        yield running
+#: The world of this module's ``sandbox`` (tests/conftest.py).
+SANDBOX_WORLD = WORLD
 
 
 def engine_settings(sandbox: Sandbox) -> EngineSettings:

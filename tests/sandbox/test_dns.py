@@ -1,7 +1,5 @@
 """The sandbox's authoritative DNS, asked over real UDP and TCP sockets with dnspython."""
 
-from collections.abc import Iterator
-
 import dns.asyncresolver
 import dns.flags
 import dns.message
@@ -36,10 +34,8 @@ WORLD = {
 }
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(WORLD) as running:
-        yield running
+#: The world of this module's ``sandbox`` (tests/conftest.py).
+SANDBOX_WORLD = WORLD
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 import asyncio
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import aiosmtplib
 import pytest
@@ -84,10 +84,8 @@ WORLD = {
 }
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(WORLD) as running:
-        yield running
+#: The world of this module's ``sandbox`` (tests/conftest.py).
+SANDBOX_WORLD = WORLD
 
 
 def client(sandbox: Sandbox, host: str, timeout: float = 5) -> aiosmtplib.SMTP:
