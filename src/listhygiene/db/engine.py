@@ -16,25 +16,47 @@
   the busy timeout. Within a process, writing transactions also queue on a lock of the engine
   before ``BEGIN IMMEDIATE``: threads then wait their turn on the lock and start the moment it
   is free, instead of in SQLite's busy handler, which sleeps up to 100 ms between tries (that
-  sleeping made the p99 latency of a loaded server several times its p50). Other processes on
-  the same file still meet in the busy handler.
+  sleeping made the p99 latency of a loaded server several times its p50). Across processes
+  (the server processes and the job runner on one file) they then queue on an exclusive
+  ``flock`` of a lock file beside the database, ``<db>.write-lock``: a waiting writer wakes the
+  moment the holder's transaction ends. A wait for it is bounded by :data:`WRITE_LOCK_TIMEOUT`;
+  past that (or where the file cannot be locked) the writer goes on to ``BEGIN IMMEDIATE`` and
+  SQLite's busy timeout, the backstop for writers that do not take the lock (a deferred
+  transaction that writes, another program). Readers take no lock (WAL). See
+  docs/service.md, "Fairness".
 """
 
+import contextlib
+import logging
+import os
 import sqlite3
 import threading
 import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import StaticPool
 
+try:
+    import fcntl
+except ImportError:  # not on Windows: writers of several processes meet in the busy handler
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = ["make_engine", "normalize_url", "transaction"]
 
+log = logging.getLogger(__name__)
+
 BUSY_TIMEOUT_SECONDS = 30
+#: The longest a writer waits for another process's write transaction at the lock file, in
+#: seconds, before it leaves the wait to SQLite's busy timeout.
+WRITE_LOCK_TIMEOUT = 30.0
+#: The lock file's name: the database file's with this added.
+WRITE_LOCK_SUFFIX = ".write-lock"
 #: libpq parameters of every PostgreSQL connection unless the URL sets them: give up connecting
 #: after 10 s; probe an idle connection after 30 s, every 10 s, 3 times (a dead peer is noticed
 #: in about a minute, where the system's defaults take over two hours).
@@ -91,13 +113,16 @@ def _sqlite_engine(url: URL, **kwargs: Any) -> Engine:
         # One shared connection, or every connection would see its own empty database. Meant
         # for tests in one thread: threads would share that connection's transaction.
         kwargs.setdefault("poolclass", StaticPool)
+    busy_ms = int(float(connect_args["timeout"]) * 1000)
     engine = create_engine(url, connect_args=connect_args, **kwargs)
+    with _LOCKS_LOCK:
+        _WRITE_LOCKS[engine] = _WriteLock(_lock_path(url))
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # no implicit BEGIN: see _on_begin
         cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_SECONDS * 1000}")
+        cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
         _use_wal(cursor)
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
@@ -136,20 +161,118 @@ def transaction(engine: Engine, *, write: bool = False) -> Iterator[Connection]:
         with engine.connect() as connection, connection.begin():
             yield connection
         return
-    with _writer_lock(engine), engine.connect() as connection:
+    with _write_lock(engine).held(), engine.connect() as connection:
         connection.execution_options(**{_BEGIN: "BEGIN IMMEDIATE"})
         with connection.begin():
             yield connection
 
 
-_WRITER_LOCKS: "weakref.WeakKeyDictionary[Engine, threading.RLock]" = weakref.WeakKeyDictionary()
+class _WriteLock:
+    """The turn of this process's writers on one SQLite file: a lock of its threads, then (for
+    the outermost transaction of the thread holding it) the lock file shared with other
+    processes, released after the commit or rollback."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._threads = threading.RLock()
+        self._depth = 0
+        self._fd: int | None = None
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self._threads:
+            if self._depth == 0 and self.path is not None:
+                self._fd = self._lock_file(self.path)
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0 and self._fd is not None:
+                    fd, self._fd = self._fd, None
+                    _unlock(fd)
+
+    def _lock_file(self, path: Path) -> int | None:
+        """A descriptor of ``path`` holding its exclusive lock; None to leave the wait to
+        SQLite (the lock not had within :data:`WRITE_LOCK_TIMEOUT`, or not available here)."""
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            log.warning(
+                "SQLite writers queue in the busy handler, %s cannot be opened: %s", path, exc
+            )
+            self.path = None  # once per engine
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            os.close(fd)
+            log.warning(
+                "SQLite writers queue in the busy handler, %s cannot be locked: %s", path, exc
+            )
+            self.path = None
+            return None
+        return _wait_for_lock(fd, WRITE_LOCK_TIMEOUT)
+
+
+def _wait_for_lock(fd: int, timeout: float) -> int | None:
+    """Wait up to ``timeout`` seconds for the exclusive lock of ``fd``: ``fd`` holding it, or
+    None (``fd`` then belongs to the waiting thread, which lets go of both when it gets the
+    lock). ``flock`` cannot time out, so a thread of its own waits in it."""
+    got = threading.Event()
+    guard = threading.Lock()
+    abandoned = False
+
+    def wait() -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            os.close(fd)
+            return
+        with guard:
+            if abandoned:
+                _unlock(fd)
+                return
+            got.set()
+
+    threading.Thread(target=wait, name="sqlite-write-lock", daemon=True).start()
+    if got.wait(timeout):
+        return fd
+    with guard:
+        if got.is_set():
+            return fd
+        abandoned = True
+    log.warning(
+        "a SQLite write waited %.0f s for another process's; trying without its turn", timeout
+    )
+    return None
+
+
+def _unlock(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+def _lock_path(url: URL) -> Path | None:
+    """``<db>.write-lock`` beside a database file; None for memory or where there is no flock."""
+    database = url.database
+    if fcntl is None or database in (None, "", ":memory:") or database.startswith("file:"):
+        return None
+    return Path(os.path.abspath(database + WRITE_LOCK_SUFFIX))
+
+
+_WRITE_LOCKS: "weakref.WeakKeyDictionary[Engine, _WriteLock]" = weakref.WeakKeyDictionary()
 _LOCKS_LOCK = threading.Lock()
 
 
-def _writer_lock(engine: Engine) -> threading.RLock:
-    """The lock this process's writing transactions on ``engine`` (a SQLite file) take turns on."""
+def _write_lock(engine: Engine) -> _WriteLock:
+    """The turn of this process's writing transactions on ``engine`` (a SQLite file)."""
     with _LOCKS_LOCK:
-        lock = _WRITER_LOCKS.get(engine)
-        if lock is None:
-            lock = _WRITER_LOCKS[engine] = threading.RLock()
+        lock = _WRITE_LOCKS.get(engine)
+        if lock is None:  # an engine not made here: its threads take turns, not the processes
+            lock = _WRITE_LOCKS[engine] = _WriteLock(None)
         return lock
