@@ -8,24 +8,29 @@ hold); otherwise one is made at random when the store is created and kept in it,
 process that shares the store hashes alike. The store remembers a fingerprint of the key, and a
 process with another key is refused with a clear error instead of silently reusing nothing.
 
-Everything is set-based and columnar: addresses go in and results come out as Arrow arrays,
-looked up in batches of :data:`BATCH` keys and written with one multi-row upsert per batch. An
-upsert never replaces a newer verdict with an older one (``checked_at`` decides), so several
-processes and machines may share one store (PostgreSQL) at once. See docs/pipeline.md.
+Everything is set-based and columnar: addresses go in and results come out as Arrow arrays.
+Lookups send :data:`LOOKUP_BATCH` keys as one parameter (a JSON array on SQLite, an array on
+PostgreSQL) and skip the database altogether while the store is empty (a first cleaning). Writes
+are one prepared upsert executed for every row on SQLite, with a page cache big enough for the
+key's index (:data:`SQLITE_CACHE_KIB`); on PostgreSQL the rows are copied in as CSV straight
+from Arrow into a temporary table and upserted from it in one statement. An upsert never
+replaces a newer verdict with an older one (``checked_at`` decides) and writes in key order (no
+deadlock between writers), so several processes and machines may share one store at once. See
+docs/pipeline.md, "Verdict store" and "Verdict store speed".
 """
 
 import hashlib
+import io
 import json
-import operator
 import os
-import re
 import secrets
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from listhygiene.db.engine import make_engine, transaction
@@ -35,12 +40,32 @@ from listhygiene.verdicts.schema import domains, settings, upgrade, verdicts
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from sqlalchemy.dialects.postgresql import Insert as PostgresInsert
+    from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
 
-__all__ = ["BATCH", "PEPPER_VARIABLE", "VerdictStore", "VerdictStoreError", "default_url"]
+__all__ = [
+    "BATCH",
+    "LOOKUP_BATCH",
+    "PEPPER_VARIABLE",
+    "SQLITE_CACHE_KIB",
+    "SQLITE_PRAGMAS",
+    "VerdictStore",
+    "VerdictStoreError",
+    "default_url",
+]
 
 PEPPER_VARIABLE = "LISTHYGIENE_VERDICTS_PEPPER"
-#: Keys per lookup query and rows per upsert statement (SQLite allows 32,766 parameters).
+#: Names or ids per query of the small lookups (domains, ``forget``), one parameter each.
 BATCH = 500
+#: Keys per lookup query, sent as one parameter: a statement per 50,000 keys, not per 500.
+LOOKUP_BATCH = 50_000
+#: SQLite's page cache per connection of the store, in KiB: the key's index of a million
+#: verdicts is ~100 MB, and with SQLite's default 2 MB a batch of upserts in key order reads
+#: most of its pages again from the file (docs/pipeline.md, "Verdict store speed").
+SQLITE_CACHE_KIB = 65_536
+#: Set on every SQLite connection of the store, besides the engine's own (WAL, busy timeout).
+#: No ``mmap_size``: mapped pages of the file count in the process's resident memory.
+SQLITE_PRAGMAS = (f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}", "PRAGMA temp_store = MEMORY")
 #: The store's per-address columns, as fetched (codes.py turns them back into results).
 _FETCHED = (
     "key",
@@ -59,6 +84,31 @@ _FETCHED = (
 _SAVED = (*_FETCHED[:-1], "backend", "checked_at")
 _KEY_FINGERPRINT = "key_fingerprint"
 _KEY = "key"
+#: PostgreSQL: the session's temporary table that a save copies its rows into.
+_INCOMING = "verdicts_incoming"
+_COLUMNS = ", ".join(_SAVED)
+#: The upsert's conflict clause, the same on both dialects: a newer verdict wins, and the one it
+#: replaces is kept as the previous status.
+_ON_CONFLICT = (
+    "ON CONFLICT (key) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _SAVED[1:])
+    + ", previous_status = verdicts.status, previous_checked_at = verdicts.checked_at"
+    + " WHERE excluded.checked_at >= verdicts.checked_at"
+)
+_SQLITE_UPSERT = (
+    f"INSERT INTO verdicts ({_COLUMNS}) VALUES ({', '.join('?' * len(_SAVED))}) {_ON_CONFLICT}"
+)
+_POSTGRES_INCOMING = (
+    f"CREATE TEMPORARY TABLE IF NOT EXISTS {_INCOMING} "
+    f"(LIKE verdicts INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
+)
+_POSTGRES_COPY = f"COPY {_INCOMING} ({_COLUMNS}) FROM STDIN (FORMAT csv)"
+# DISTINCT ON: a key twice in one save would make the upsert touch its row twice (an error)
+_POSTGRES_UPSERT = (
+    f"INSERT INTO verdicts ({_COLUMNS}) SELECT DISTINCT ON (key) {_COLUMNS} FROM {_INCOMING} "
+    f"ORDER BY key, checked_at DESC {_ON_CONFLICT}"
+)
+_DIALECTS = ("sqlite", "postgresql")
 
 
 class VerdictStoreError(RuntimeError):
@@ -77,18 +127,32 @@ class VerdictStore:
 
     def __init__(self, url: str | None = None, *, pepper: str | None = None) -> None:
         self.url = url or default_url()
-        parsed = make_url(self.url)
-        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        try:
+            parsed = make_url(self.url)
+        except sa.exc.ArgumentError as exc:
+            raise VerdictStoreError(f"the verdict store {self.url!r}: {exc}") from None
+        self.dialect = parsed.get_backend_name()
+        if self.dialect == "postgres":
+            self.dialect = "postgresql"
+        if self.dialect not in _DIALECTS:
+            raise VerdictStoreError(
+                f"the verdict store {self.shown}: {self.dialect} is not supported "
+                "(SQLite or PostgreSQL)"
+            )
+        if self.dialect == "sqlite" and parsed.database not in (None, "", ":memory:"):
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         try:
             self.engine = make_engine(self.url)
+            if self.dialect == "sqlite":
+                event.listen(self.engine, "connect", _tune_sqlite)
             upgrade(self.engine)
-        except (sa.exc.SQLAlchemyError, OSError) as exc:
+        except (sa.exc.SQLAlchemyError, OSError, ImportError) as exc:
             reason = getattr(exc, "orig", None) or exc
             raise VerdictStoreError(f"the verdict store {self.shown}: {reason}") from None
         self._key = self._hashing_key(pepper or os.environ.get(PEPPER_VARIABLE))
-        self._verdicts_upsert: Any = None
-        self._domains_upsert: Any = None
+        # the key's BLAKE2b state, copied per address: keying costs a compression per hash
+        self._keyed = hashlib.blake2b(key=self._key, digest_size=16)
+        self._domains_upsert: PostgresInsert | SqliteInsert | None = None
 
     def __repr__(self) -> str:
         return f"<VerdictStore {self.shown}>"
@@ -137,11 +201,13 @@ class VerdictStore:
 
     def hashes(self, addresses: Iterable[str]) -> list[str]:
         """The keys of normalised ``addresses`` (as the pipeline cleans them)."""
-        key = self._key
-        return [
-            hashlib.blake2b(a.encode("utf-8", "surrogatepass"), key=key, digest_size=16).hexdigest()
-            for a in addresses
-        ]
+        keyed = self._keyed
+        out: list[str] = []
+        for address in addresses:
+            digest = keyed.copy()
+            digest.update(address.encode("utf-8", "surrogatepass"))
+            out.append(digest.hexdigest())
+        return out
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -155,23 +221,14 @@ class VerdictStore:
         from listhygiene.pipeline.backends import KEY
         from listhygiene.results import EXTRA_FIELDS, arrow_schema
 
-        wanted = [a for a in addresses.to_pylist() if a]
-        by_hash = dict(zip(self.hashes(wanted), wanted, strict=True))
-        # The driver's own SQL and cursor, one statement of BATCH placeholders (the last batch
-        # padded): SQLAlchemy's per-row processing would cost more than the lookup itself.
-        mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
-        sql = (
-            f"SELECT {', '.join(_FETCHED)} FROM verdicts WHERE key IN ({', '.join([mark] * BATCH)})"
-        )
-        rows: list[Any] = []
+        by_hash: dict[str, str] = {}
+        rows: list[tuple[Any, ...]] = []
         with self.engine.connect() as conn:
-            cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-            try:
-                for chunk in _chunks(list(by_hash), BATCH):
-                    cursor.execute(sql, tuple(chunk) + ("",) * (BATCH - len(chunk)))
-                    rows.extend(cursor.fetchall())
-            finally:
-                cursor.close()
+            empty = conn.execute(sa.select(verdicts.c.key).limit(1)).first() is None
+            if not empty:  # a first cleaning hashes each address once, when it is saved
+                wanted = [a for a in addresses.to_pylist() if a]
+                by_hash = dict(zip(self.hashes(wanted), wanted, strict=True))
+                rows = self._lookup(conn, sorted(by_hash))
             values = list(zip(*rows, strict=True)) if rows else [()] * len(_FETCHED)
             column = dict(zip(_FETCHED, values, strict=True))
             per_domain = self._domains(conn, set(column["domain_id"]))
@@ -190,6 +247,27 @@ class VerdictStore:
         fields = [pa.field(KEY, pa.string()), *schema]
         table = pa.table({f.name: data[f.name] for f in fields}, schema=pa.schema(fields))
         return table.append_column("checked_at", pa.array(column["checked_at"], pa.float64()))
+
+    def _lookup(self, conn: sa.Connection, keys: list[str]) -> list[tuple[Any, ...]]:
+        """The stored rows (``_FETCHED``) of ``keys``, in statements of :data:`LOOKUP_BATCH`
+        keys as one parameter each, through the driver's own cursor (SQLAlchemy's per-row
+        processing would cost more than the lookup itself)."""
+        if self.dialect == "sqlite":
+            sql = (
+                f"SELECT {', '.join(_FETCHED)} FROM verdicts "
+                "WHERE key IN (SELECT value FROM json_each(?))"
+            )
+        else:
+            sql = f"SELECT {', '.join(_FETCHED)} FROM verdicts WHERE key = ANY(%s::text[])"
+        rows: list[tuple[Any, ...]] = []
+        cursor = _cursor(conn)
+        try:
+            for chunk in _chunks(keys, LOOKUP_BATCH):
+                cursor.execute(sql, (json.dumps(chunk) if self.dialect == "sqlite" else chunk,))
+                rows.extend(cursor.fetchall())
+        finally:
+            cursor.close()
+        return rows
 
     def _domains(self, conn: sa.Connection, ids: set[int]) -> dict[int, tuple[Any, Any, Any]]:
         """``{id: (domain, mx_records, domain_reputation)}`` of the domains ``ids``."""
@@ -213,6 +291,7 @@ class VerdictStore:
         returns how many rows were written. ``unknown`` results are not kept: they are never
         reused, and the store keeps the last verdict that said something. A stored verdict
         checked after ``checked_at`` is never replaced."""
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         from listhygiene.pipeline.backends import KEY
@@ -229,32 +308,31 @@ class VerdictStore:
         names = pc.unique(known.column("domain"))
         first = known.take(pc.index_in(names, value_set=known.column("domain")))
         hosts = first.select(["domain", "mx_records", "domain_reputation"]).to_pylist()
-        given: dict[str, list[Any]] = {
-            name: array.to_pylist() for name, array in encode(known).items()
-        }
-        given["key"] = self.hashes(known.column(KEY).to_pylist())
-        given["backend"] = [backend] * known.num_rows
-        given["checked_at"] = [moment] * known.num_rows
-        sql, order = self._upsert_verdicts_sql()
+        columns = encode(known)
+        columns["key"] = pa.array(self.hashes(known.column(KEY).to_pylist()), pa.string())
+        columns["backend"] = pa.repeat(pa.scalar(backend, pa.string()), known.num_rows)
+        columns["checked_at"] = pa.repeat(pa.scalar(moment, pa.float64()), known.num_rows)
+        # in key order: the key's index pages are then visited in order, each once, not at
+        # random (3x faster on SQLite past its page cache), and writers sharing a store lock
+        # rows in the same order (docs/pipeline.md, "Verdict store speed")
+        order = pc.sort_indices(columns["key"])
         with transaction(self.engine, write=True) as conn:
             ids = self._domain_ids(conn, hosts, moment)
-            given["domain_id"] = [ids[d] for d in known.column("domain").to_pylist()]
-            rows = list(zip(*(given[n] for n in order), strict=True))
-            # in key order: the key's index pages are then visited in order, each once, not at
-            # random (3x faster on SQLite past its page cache; docs/pipeline.md, "Speed")
-            rows.sort(key=operator.itemgetter(order.index("key")))
-            cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-            try:
-                for chunk in _chunks(rows, BATCH * 10):
-                    cursor.executemany(sql, chunk)
-            finally:
-                cursor.close()
-        return len(rows)
+            at = pc.index_in(known.column("domain"), value_set=pa.array(list(ids), pa.string()))
+            columns["domain_id"] = pc.take(pa.array(list(ids.values()), pa.int64()), at)
+            table = pa.table({name: pc.take(columns[name], order) for name in _SAVED})
+            if self.dialect == "sqlite":
+                _upsert_sqlite(conn, table)
+            else:
+                _upsert_postgres(conn, table)
+        return int(known.num_rows)
 
     def _domain_ids(
         self, conn: sa.Connection, hosts: list[dict[str, Any]], moment: float
     ) -> dict[str, int]:
-        """Upsert the domains' mail hosts (a newer one wins); their ids."""
+        """Upsert the domains' mail hosts (a newer one wins), in name order (writers sharing a
+        store lock rows in the same order); their ids."""
+        hosts = sorted(hosts, key=lambda h: str(h["domain"]))
         rows = [
             {
                 "domain": h["domain"],
@@ -274,46 +352,17 @@ class VerdictStore:
             ids.update((name, id_) for name, id_ in conn.execute(query, {"names": chunk}))
         return ids
 
-    def _insert(self, table: sa.Table) -> Any:
-        dialect = self.engine.dialect.name
-        if dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        elif dialect == "sqlite":
-            from sqlalchemy.dialects.sqlite import insert
-        else:
-            raise VerdictStoreError(
-                f"the verdict store {self.shown}: {dialect} is not supported (SQLite or PostgreSQL)"
-            )
-        return insert(table)
-
-    def _upsert_verdicts_sql(self) -> tuple[str, tuple[str, ...]]:
-        """The upsert as the driver's SQL and the order of its positional parameters: compiled
-        once by SQLAlchemy for the dialect, executed for many rows by the driver itself."""
-        if self._verdicts_upsert is None:
-            statement = self._insert(verdicts)
-            new = statement.excluded
-            upsert = statement.values({c: sa.bindparam(c) for c in _SAVED}).on_conflict_do_update(
-                index_elements=[verdicts.c.key],
-                set_={
-                    **{c: new[c] for c in _SAVED[1:]},
-                    "previous_status": verdicts.c.status,
-                    "previous_checked_at": verdicts.c.checked_at,
-                },
-                where=new.checked_at >= verdicts.c.checked_at,
-            )
-            compiled = upsert.compile(dialect=self.engine.dialect)
-            order = tuple(compiled.positiontup or ())
-            sql = str(compiled)
-            if not order:  # a named paramstyle (psycopg's pyformat): positional %s instead
-                names = list(compiled.params)
-                order = tuple(n for n in _placeholders(sql) if n in names)
-                sql = re.sub(r"%\((\w+)\)s", "%s", sql)
-            self._verdicts_upsert = (sql, order)
-        return self._verdicts_upsert
-
-    def _upsert_domains(self) -> Any:
+    def _upsert_domains(self) -> "PostgresInsert | SqliteInsert":
         if self._domains_upsert is None:
-            statement = self._insert(domains)
+            statement: PostgresInsert | SqliteInsert
+            if self.dialect == "postgresql":
+                from sqlalchemy.dialects.postgresql import insert as postgres_insert
+
+                statement = postgres_insert(domains)
+            else:
+                from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+                statement = sqlite_insert(domains)
             new = statement.excluded
             self._domains_upsert = statement.on_conflict_do_update(
                 index_elements=[domains.c.domain],
@@ -382,12 +431,55 @@ class VerdictStore:
         return gone
 
 
-def _placeholders(sql: str) -> list[str]:
-    """The names of ``%(name)s`` placeholders, in order."""
-    return re.findall(r"%\((\w+)\)s", sql)
+def _tune_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    """The store's own pragmas on each new SQLite connection (:data:`SQLITE_PRAGMAS`)."""
+    cursor = dbapi_connection.cursor()
+    try:
+        for pragma in SQLITE_PRAGMAS:
+            cursor.execute(pragma)
+    finally:
+        cursor.close()
 
 
-def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+def _cursor(conn: sa.Connection) -> Any:
+    """The driver's own cursor of ``conn`` (sqlite3 or psycopg)."""
+    dbapi = conn.connection.dbapi_connection
+    if dbapi is None:  # a closed connection: SQLAlchemy never hands one out
+        raise VerdictStoreError("the verdict store's connection is closed")
+    return dbapi.cursor()
+
+
+def _upsert_sqlite(conn: sa.Connection, table: "pa.Table") -> None:
+    """One prepared upsert executed for every row of ``table`` (columns in ``_SAVED`` order):
+    sqlite3 binds Python values only, so the rows go over as tuples."""
+    cursor = _cursor(conn)
+    try:
+        for batch in table.to_batches(max_chunksize=BATCH * 10):
+            values = [column.to_pylist() for column in batch.columns]
+            cursor.executemany(_SQLITE_UPSERT, zip(*values, strict=True))
+    finally:
+        cursor.close()
+
+
+def _upsert_postgres(conn: sa.Connection, table: "pa.Table") -> None:
+    """``table`` (columns in ``_SAVED`` order) copied as CSV, written by Arrow without a
+    Python object per value, into the session's temporary table, then upserted from it in one
+    statement (the temporary table empties itself at the commit)."""
+    import pyarrow.csv as csv
+
+    data = io.BytesIO()
+    csv.write_csv(table, data, csv.WriteOptions(include_header=False, quoting_style="needed"))
+    cursor = _cursor(conn)
+    try:
+        cursor.execute(_POSTGRES_INCOMING)
+        with cursor.copy(_POSTGRES_COPY) as copy:
+            copy.write(data.getbuffer())
+        cursor.execute(_POSTGRES_UPSERT)
+    finally:
+        cursor.close()
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
