@@ -299,3 +299,138 @@ def test_the_code_tables_cover_every_value_and_only_grow() -> None:
     assert set(codes.DNS) == {d.value for d in DnsOutcome}
     assert set(codes.MAILBOX) == {m.value for m in MailboxOutcome}
     assert codes.REASONS[:3] == ("invalid_syntax", "no_mail_server", "disposable_domain")
+
+
+# -- issue 16: a first fill as cheap as the store can make it, and still correct ----------------
+
+
+def mixed(count: int, *, prefix: str = "user", gone: bool = False) -> pa.Table:
+    """``count`` results over five domains, statuses mixed (``gone``: every mailbox deleted)."""
+    outcomes = [MailboxOutcome.ACCEPTED, MailboxOutcome.NOT_FOUND, MailboxOutcome.FULL]
+    pairs = []
+    for i in range(count):
+        address = f"{prefix}{i}@domain{i % 5}.test"
+        outcome = MailboxOutcome.NOT_FOUND if gone else outcomes[i % len(outcomes)]
+        pairs.append((address, result(address, outcome, is_role=i % 7 == 0)))
+    return table(*pairs)
+
+
+def stored_rows(store: VerdictStore) -> list[tuple[object, ...]]:
+    """Every stored verdict as the database holds it, by key (without the previous status)."""
+    import sqlalchemy as sa
+
+    from listhygiene.verdicts.schema import verdicts
+
+    columns = [c for c in verdicts.c if not c.name.startswith("previous_")]
+    with store.engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(sa.select(*columns).order_by(verdicts.c.key))]
+
+
+def test_sqlite_connections_get_the_stores_pragmas(tmp_path: Path) -> None:
+    from listhygiene.verdicts.store import SQLITE_CACHE_KIB
+
+    with (
+        VerdictStore(f"sqlite:///{tmp_path / 'verdicts.sqlite'}") as store,
+        store.engine.connect() as conn,
+    ):
+        assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -SQLITE_CACHE_KIB
+        assert conn.exec_driver_sql("PRAGMA temp_store").scalar() == 2  # MEMORY
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"  # the engine's
+
+
+def test_a_first_fill_and_a_refill_keep_the_same_verdicts(
+    url: str, new_pg_database: Callable[[], str], tmp_path: Path
+) -> None:
+    results = mixed(300)
+    with VerdictStore(url, pepper="shared") as first:
+        assert first.save(results, backend="local", checked_at=2000.0) == 300
+        filled = stored_rows(first)
+    other = (
+        f"sqlite:///{tmp_path / 'other.sqlite'}" if url.startswith("sqlite") else new_pg_database()
+    )
+    with VerdictStore(other, pepper="shared") as refilled:
+        refilled.save(mixed(300, gone=True), backend="older", checked_at=1000.0)
+        assert refilled.save(results, backend="local", checked_at=2000.0) == 300
+        assert stored_rows(refilled) == filled
+        back = refilled.fetch(results.column(KEY))
+        assert back.num_rows == 300
+        assert sorted(back.column(KEY).to_pylist()) == sorted(results.column(KEY).to_pylist())
+        import sqlalchemy as sa
+
+        from listhygiene.verdicts.schema import verdicts
+
+        with refilled.engine.connect() as conn:
+            previous = conn.execute(
+                sa.select(verdicts.c.previous_status, verdicts.c.previous_checked_at).distinct()
+            ).all()
+        assert previous == [(1, 1000.0)]  # "invalid", the verdict the refill replaced
+
+
+def test_one_address_twice_in_one_save_is_kept_once(store: VerdictStore) -> None:
+    address = "twice@example.com"
+    saved = table(
+        (address, result(address, MailboxOutcome.ACCEPTED)),
+        (address, result(address, MailboxOutcome.ACCEPTED)),
+    )
+    assert store.save(saved, backend="local", checked_at=1000.0) == 2
+    assert store.stats()["verdicts"] == 1
+    assert store.fetch(pa.array([address])).num_rows == 1
+
+
+def test_lookups_in_several_statements_and_an_empty_store(
+    store: VerdictStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import listhygiene.verdicts.store as module
+
+    asked = pa.array(["nobody@example.com", None, "", "user3@domain3.test"])
+    empty = store.fetch(asked)
+    assert empty.num_rows == 0
+    monkeypatch.setattr(module, "LOOKUP_BATCH", 7)
+    results = mixed(40)
+    store.save(results, backend="local", checked_at=1000.0)
+    found = store.fetch(pa.concat_arrays([results.column(KEY).combine_chunks(), asked]))
+    assert found.schema == empty.schema
+    assert found.num_rows == 40
+    by_key = {r[KEY]: r for r in found.to_pylist()}
+    for row in results.to_pylist():
+        back = by_key[row[KEY]]
+        assert {k: back[k] for k in row} == row
+
+
+def test_the_key_is_the_documented_keyed_hash(tmp_path: Path) -> None:
+    import hashlib
+
+    with VerdictStore(f"sqlite:///{tmp_path / 'v.sqlite'}", pepper="a long secret") as store:
+        key = hashlib.sha256(b"a long secret").digest()
+        expected = hashlib.blake2b("jürgen@example.com".encode(), key=key, digest_size=16)
+        assert store.hashes(["jürgen@example.com"]) == [expected.hexdigest()]
+
+
+def _save_many(url: str, checked_at: float, gone: bool) -> None:
+    """One writer process: the same 1,200 addresses as the other writer, in four saves of 300,
+    in the other order (``gone``: every mailbox deleted)."""
+    results = mixed(1200, gone=gone)
+    order = range(900, -1, -300) if gone else range(0, 1200, 300)
+    with VerdictStore(url, pepper="shared") as store:
+        for start in order:
+            store.save(results.slice(start, 300), backend="w", checked_at=checked_at)
+
+
+@pytest.mark.timeout(120)
+def test_two_processes_saving_big_batches_at_once_keep_the_newer_verdicts(url: str) -> None:
+    VerdictStore(url, pepper="shared").close()
+    context = multiprocessing.get_context("spawn")
+    writers = [
+        context.Process(target=_save_many, args=(url, 2000.0, True)),  # newer
+        context.Process(target=_save_many, args=(url, 1000.0, False)),  # older
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(100)
+        assert writer.exitcode == 0
+    with VerdictStore(url, pepper="shared") as store:
+        found = store.fetch(mixed(1200).column(KEY))
+    assert found.num_rows == 1200
+    assert set(found.column("status").to_pylist()) == {"invalid"}  # the newer writer's
+    assert set(found.column("checked_at").to_pylist()) == {2000.0}

@@ -7,6 +7,7 @@ twenty (reading, not the database, is what a big lookup costs). The code tables 
 at their end: a code once written keeps its meaning (a test pins them against the enums).
 """
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -100,8 +101,11 @@ def encode_one(name: str, value: str) -> int:
     return CODED[name].index(value)
 
 
-def decode(columns: dict[str, list[object]], schema: "pa.Schema") -> dict[str, "pa.Array"]:
-    """Result columns (typed as ``schema`` says) from the store's columns as fetched."""
+def decode(
+    columns: Mapping[str, "pa.Array | Sequence[object]"], schema: "pa.Schema"
+) -> dict[str, "pa.Array"]:
+    """Result columns (typed as ``schema`` says) from the store's columns as fetched (Arrow
+    arrays or Python lists)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
