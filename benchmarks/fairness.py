@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/fairness.py [--smtp] [--mix default|hostile] [--job-size 10000]
         [--job-domains 2000] [--latency-ms 20] [--dns-latency-ms 0] [--idle-requests 300]
-        [--seed 1] [--db URL] [--json]
+        [--seed 1] [--db URL] [--one-sandbox] [--json]
 
 Issue 15, item 6: while key A's 10,000-address job runs, key B's single verifications that need
 DNS must stay within 2x of their idle p99 (docs/service.md, "Fairness").
@@ -13,12 +13,17 @@ mix has greylisting and recipient-capped hosts, ``--mix hostile`` adds silent MX
 MXes behind a silent primary and greylisting catch-all domains, as ``benchmarks/engine.py``),
 plus 5,000 domains of B's own (``b<i>.fairness.test``, one mailbox each, MX on 20 hosts of B's
 with the same latency), every domain answering DNS after ``--dns-latency-ms``
-(``dns_latency_ms``, docs/sandbox.md); the sandbox serves it in its own process (the engine
-benchmark's ``SandboxProcess``); a SQLite store (or ``--db``, as ``benchmarks/service.py``) with
+(``dns_latency_ms``, docs/sandbox.md). Two sandbox processes (the engine benchmark's
+``SandboxProcess``): A's serves DNS for every name (as one recursive resolver would) and the
+job's mail hosts; B's serves B's 20 mail hosts (pinned to 127.2.0.0/16, on the same SMTP port),
+so B's SMTP sessions do not queue behind the job's on one sandbox process's CPU. On the
+internet A's and B's mail hosts are other machines. ``--one-sandbox`` serves both keys' hosts
+from one process, as before. A SQLite store (or ``--db``, as ``benchmarks/service.py``) with
 two enterprise keys with custom limits far above the load; ``listhygiene serve`` as a subprocess
 with the sandbox's settings and every other setting the default (``benchmarks/service.py``'s
 ``ServerProcess``): one server process answers the requests, and its job runner process runs the
-job. Four processes share the 2 cores: the sandbox, the server, its job runner and this one.
+job. Five processes share the 2 cores: the two sandboxes, the server, its job runner and this
+one.
 
 Measured, from this process, one request at a time (B is one client waiting for each answer):
 ``POST /a/v1/verify/single`` for ``someone@b<i>.fairness.test``, a new domain each time, so each
@@ -30,7 +35,8 @@ request needs DNS (``check_smtp`` as ``--smtp``); 20 unmeasured requests warm th
    job is seen completed (polled every 0.25 s); a request counts when it started before the job
    was seen completed.
 
-Reported: the machine's 1-minute load average before and after; p50/p90/p99/max latency
+Reported: the machine's 1-minute load average before and after; the CPU seconds each process
+used during the job (the server, its job runner, the sandboxes, this one); p50/p90/p99/max latency
 (``time.perf_counter()`` around each request, to its whole body) of each phase, their ratio, the
 job's wall time (acceptance to the poll that sees it completed) and its counts. Exit status 1
 when the during p99 is over 2x the idle p99, a request failed, or the job did not complete.
@@ -44,6 +50,7 @@ import random
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +77,15 @@ LIMITS = {
 }
 
 
-def build_world(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], list[str]]:
-    """(world, the job's addresses, B's addresses: one per domain of B's)."""
+#: Where B's mail hosts listen when they have a sandbox of their own (loopback, not A's 127.1/16).
+B_HOST_NETWORK = "127.2.0"
+
+
+def build_world(
+    args: argparse.Namespace,
+) -> tuple[dict[str, Any], dict[str, Any] | None, list[str], list[str]]:
+    """(the world of the sandbox that answers DNS, the world of B's own mail hosts or None with
+    ``--one-sandbox``, the job's addresses, B's addresses: one per domain of B's)."""
     generated = generate_world(
         args.seed,
         domains=args.job_domains,
@@ -82,22 +96,111 @@ def build_world(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], li
     world: dict[str, Any] = generated.world.model_dump(mode="json", exclude_defaults=True)
     world.setdefault("domains", {})
     world.setdefault("hosts", {})
+    b_world: dict[str, Any] | None = None if args.one_sandbox else {"domains": {}, "hosts": {}}
+    host_names: dict[str, Any] = {}
     for k in range(B_HOSTS):
-        world["hosts"][f"mx{k}.b-hosts.fairness.test"] = {"latency_ms": args.latency_ms}
+        name = f"mx{k}.b-hosts.fairness.test"
+        if b_world is None:
+            world["hosts"][name] = {"latency_ms": args.latency_ms}
+        else:
+            address = f"{B_HOST_NETWORK}.{k + 1}"
+            b_world["hosts"][name] = {"latency_ms": args.latency_ms, "address": address}
+            # A's sandbox only answers the name; B's sandbox listens on the address
+            host_names[name] = {"a": [address]}
     b_addresses = []
+    b_domains = {}
     for i in range(B_DOMAINS):
         name = f"b{i}.fairness.test"
         host = f"mx{i % B_HOSTS}.b-hosts.fairness.test"
-        world["domains"][name] = {
-            "mx": [{"preference": 10, "host": host}],
-            "mailboxes": ["someone"],
-        }
+        b_domains[name] = {"mx": [{"preference": 10, "host": host}], "mailboxes": ["someone"]}
         b_addresses.append(f"someone@{name}")
     if args.dns_latency_ms:
-        for spec in world["domains"].values():
+        for spec in [*world["domains"].values(), *b_domains.values()]:
             spec["dns_latency_ms"] = args.dns_latency_ms
+    world["domains"].update(b_domains)
+    world["domains"].update(host_names)  # answered at once, as the hosts' names always were
+    if b_world is not None:
+        b_world["domains"] = {n: dict(spec) for n, spec in b_domains.items()}
     random.Random(args.seed).shuffle(b_addresses)
-    return world, list(generated.addresses), b_addresses
+    return world, b_world, list(generated.addresses), b_addresses
+
+
+class PinnedSandboxProcess(SandboxProcess):
+    """A sandbox whose mail hosts listen on a given SMTP port (another sandbox's), so that one
+    engine setting reaches the hosts of both."""
+
+    def __init__(self, world_path: Path, state_dir: Path, smtp_port: int) -> None:
+        super().__init__(world_path, state_dir)
+        self.pinned_port = smtp_port
+
+    def __enter__(self) -> "PinnedSandboxProcess":
+        done = self._cli(
+            "up",
+            str(self.world_path),
+            "--dns-port",
+            "0",
+            "--smtp-port",
+            str(self.pinned_port),
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"sandbox up failed: {done.stderr.strip() or done.stdout.strip()}")
+        return self
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of one process so far (0 where it cannot be read)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes started by ``pid`` and theirs (the server's job runner)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+class CpuMeter:
+    """CPU seconds used by the benchmark's processes between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, server: ServerProcess, sandboxes: dict[str, SandboxProcess]) -> None:
+        self.server = server
+        self.sandboxes = sandboxes
+        self.before: dict[str, float] = {}
+        self.used: dict[str, float] = {}
+
+    def sample(self) -> dict[str, float]:
+        runners = descendants(self.server.pid)
+        here = os.times()
+        sample = {
+            "server": process_cpu_seconds(self.server.pid),
+            "job runner": sum(process_cpu_seconds(p) for p in runners),
+            "this process": here.user + here.system,
+        }
+        for name, sandbox in self.sandboxes.items():
+            sample[name] = sandbox.cpu_seconds() or 0.0
+        return sample
+
+    def start(self) -> None:
+        self.before = self.sample()
+
+    def stop(self) -> None:
+        after = self.sample()
+        self.used = {k: round(after[k] - self.before.get(k, 0.0), 2) for k in after}
 
 
 def figures(latencies: list[float]) -> dict[str, float]:
@@ -143,6 +246,7 @@ class Single:
 
 async def measure(
     server: ServerProcess,
+    cpu: CpuMeter,
     key_a: str,
     key_b: str,
     job: list[str],
@@ -158,6 +262,7 @@ async def measure(
         idle_latencies = [await single.one() for _ in range(idle)]
         idle_engine, single.engine_ms = single.engine_ms, []
 
+        cpu.start()
         submitted_at = time.perf_counter()
         answer = await client.post(
             "/b/v1/verify/bulk",
@@ -185,6 +290,7 @@ async def measure(
         while not watcher.done():
             during.append(await single.one())
         await watcher
+        cpu.stop()
         server.check_alive()
     return {
         "idle": figures(idle_latencies),
@@ -197,6 +303,7 @@ async def measure(
             "processed": final.get("processed"),
             "wall_seconds": round(final["wall_seconds"], 2),
         },
+        "cpu_seconds_during": cpu.used,
         "errors": single.errors[:5],
         "error_count": len(single.errors),
     }
@@ -218,25 +325,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-requests", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--db", help="the store (a scratch PostgreSQL database when postgresql)")
+    parser.add_argument(
+        "--one-sandbox",
+        action="store_true",
+        help="serve B's mail hosts from the job's sandbox process too (the first measurements)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
 
-    world, job, b_addresses = build_world(args)
+    world, b_world, job, b_addresses = build_world(args)
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="lh-fairness-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="lh-fairness-") as tmp, ExitStack() as stack:
         folder = Path(tmp)
         world_path = folder / "world.json"
         world_path.write_text(json.dumps(world))
         sandbox_dir = folder / "sandbox"
         sandbox_dir.mkdir()
-        with SandboxProcess(world_path, sandbox_dir) as sandbox, database(args.db, folder) as db:
-            with Store(db) as store:
-                key_a, _ = store.create_key("job", CREDITS, "enterprise", limits=LIMITS)
-                key_b, _ = store.create_key("single", CREDITS, "enterprise", limits=LIMITS)
-            with ServerProcess(db, sandbox, folder / "server.log", key_b) as server:
-                report = asyncio.run(
-                    measure(server, key_a, key_b, job, b_addresses, args.smtp, args.idle_requests)
-                )
+        sandbox = stack.enter_context(SandboxProcess(world_path, sandbox_dir))
+        sandboxes: dict[str, SandboxProcess] = {"sandbox (A's hosts, DNS)": sandbox}
+        if b_world is not None:
+            b_path = folder / "b-world.json"
+            b_path.write_text(json.dumps(b_world))
+            b_dir = folder / "b-sandbox"
+            b_dir.mkdir()
+            sandboxes["sandbox (B's hosts)"] = stack.enter_context(
+                PinnedSandboxProcess(b_path, b_dir, sandbox.smtp_port)
+            )
+        else:
+            sandboxes = {"sandbox": sandbox}
+        db = stack.enter_context(database(args.db, folder))
+        with Store(db) as store:
+            key_a, _ = store.create_key("job", CREDITS, "enterprise", limits=LIMITS)
+            key_b, _ = store.create_key("single", CREDITS, "enterprise", limits=LIMITS)
+        server = stack.enter_context(ServerProcess(db, sandbox, folder / "server.log", key_b))
+        cpu = CpuMeter(server, sandboxes)
+        report = asyncio.run(
+            measure(server, cpu, key_a, key_b, job, b_addresses, args.smtp, args.idle_requests)
+        )
     # The machine's load (1-minute average) when the run started and ended: the figures are
     # only comparable between runs at a similar load (2 cores, shared with other work).
     report["load"] = {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)}
@@ -247,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
         "job_domains": args.job_domains,
         "latency_ms": args.latency_ms,
         "dns_latency_ms": args.dns_latency_ms,
+        "sandboxes": 1 if args.one_sandbox else 2,
+        "store": "postgresql" if args.db and args.db.startswith("postgres") else "sqlite",
     }
     idle, during = report["idle"], report["during"]
     ratio = during["p99_ms"] / idle["p99_ms"] if during.get("requests") else float("inf")
@@ -264,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"key B's /a/v1/verify/single (check_smtp={str(s['smtp']).lower()}, a new domain each "
             f"time, DNS latency {s['dns_latency_ms']} ms) while key A's {s['job_size']:,}-address "
-            f"job over {s['job_domains']:,} domains ({s['mix']} mix) runs:"
+            f"job over {s['job_domains']:,} domains ({s['mix']} mix) runs; {s['store']} store, "
+            f"{s['sandboxes']} sandbox process(es):"
         )
         for phase in ("idle", "during"):
             f = report[phase]
@@ -283,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"  engine's share ({phase}, response_time): p50 {f['p50_ms']} ms  "
                 f"p99 {f['p99_ms']} ms  max {f['max_ms']} ms"
             )
+        used = ", ".join(f"{k} {v} s" for k, v in report["cpu_seconds_during"].items())
+        print(f"  CPU seconds during the job: {used}")
         j = report["job"]
         print(
             f"  job: {j['status']}, {j['processed']}/{j['total']} addresses in "
