@@ -173,6 +173,7 @@ class Run:
                     previous=self.memory.previous_folder(work) if self.memory else None,
                     changed_file=self.memory is not None,
                     extra_columns=self.extra_columns,
+                    source=source,
                 )
             # DuckDB's buffers and Arrow's freed pages go back before the checks, which run in
             # GX's process meanwhile (docs/pipeline.md, "Memory")
@@ -272,12 +273,15 @@ class Run:
         work.clear_rows()
         work.set_stage("reading")
         total = 0
+        # an input that can be read again as it was is not copied: the writer reads it again
+        keep_inputs = not source.rereadable
         try:
             for index, batch in enumerate(source.batches()):
                 chunk = pa.Table.from_batches([batch])
                 cleaned = clean_cells(chunk.column(column))
                 numbers = pa.array(np.arange(total + 1, total + len(chunk) + 1, dtype=np.int64))
-                staged = chunk.append_column(ROW, numbers).append_column(ADDRESS, cleaned)
+                staged = chunk if keep_inputs else chunk.select([])
+                staged = staged.append_column(ROW, numbers).append_column(ADDRESS, cleaned)
                 work.write_rows(index, staged)
                 total += len(chunk)
                 self.progress("read", total, 0)
@@ -290,6 +294,7 @@ class Run:
             "read",
             rows=total,
             bad_records=self.bad_records,
+            inputs="staged" if keep_inputs else "source",
             source={
                 "kind": source.info.kind,
                 "encoding": source.info.encoding,
