@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/pipeline.py [--rows 1000000] [--domains 2000] [--seed 1]
         [--input csv|parquet|postgres] [--verdicts run|none] [--cold] [--keep] [--json]
+        [--data DIR]
 
 Issue 16's targets: 1,000,000 rows in at most 10 s wall time, 10,000,000 in at most 60 s, and at
 most 1 GiB of peak memory of the whole process tree at both sizes, on 2 cores, quality checks on
@@ -20,6 +21,9 @@ written with pyarrow: every world address once, about 30 % of the address rows r
 
 ``--input parquet`` writes the same rows as Parquet, ``--input postgres`` into a table of the
 PostgreSQL database ``LISTHYGIENE_BENCH_PG`` (default the test database), both before timing.
+``--data DIR`` keeps the world, the CSV and the Parquet in a folder of ``DIR`` named by the rows,
+seed and domains, and the next run of the same size reuses them (10,000,000 rows take minutes to
+generate).
 
 Measured: the real command, ``listhygiene clean INPUT --out DIR --no-smtp``, as a subprocess
 with the sandbox's settings in its environment and a verdict store of its own (a first cleaning:
@@ -318,6 +322,8 @@ def prepare_input(kind: str, csv_path: Path, tmp: Path) -> list[str]:
     """The CSV as ``kind`` (not timed); the arguments that name it to ``clean``."""
     if kind == "csv":
         return [str(csv_path)]
+    if kind == "parquet" and (tmp / "contacts.parquet").is_file():  # kept by --data
+        return [str(tmp / "contacts.parquet")]
     table = pacsv.read_csv(
         csv_path, convert_options=pacsv.ConvertOptions(column_types={"id": pa.int64()})
     )
@@ -357,15 +363,17 @@ class _RssSampler(threading.Thread):
         self.pid = pid
         self.started = started
         self.interval = interval
-        self.samples: list[tuple[float, int]] = []  # (seconds since start, bytes)
+        # (seconds since start, bytes of the tree, bytes of the process itself)
+        self.samples: list[tuple[float, int, int]] = []
         self.stopping = threading.Event()
 
     def run(self) -> None:
         while not self.stopping.is_set():
-            total = sum(_rss(pid) for pid in _tree(self.pid))
+            own = _rss(self.pid)
+            total = own + sum(_rss(pid) for pid in _tree(self.pid)[1:])
             if not total:
                 return
-            self.samples.append((time.perf_counter() - self.started, total))
+            self.samples.append((time.perf_counter() - self.started, total, own))
             self.stopping.wait(self.interval)
 
 
@@ -428,7 +436,7 @@ def run_clean(source: list[str], out: Path, env: dict[str, str]) -> dict[str, An
         "wall_seconds": wall,
         # the process's own high-water mark, or the tree's largest sampled sum if larger
         "peak_rss_bytes": max(
-            [usage.ru_maxrss * 1024] + [rss for _, rss in sampler.samples]  # KiB on Linux
+            [usage.ru_maxrss * 1024] + [rss for _, rss, _ in sampler.samples]  # KiB on Linux
         ),
         "cpu_user_seconds": usage.ru_utime,
         "cpu_system_seconds": usage.ru_stime,
@@ -437,9 +445,14 @@ def run_clean(source: list[str], out: Path, env: dict[str, str]) -> dict[str, An
 
 
 def _phase_memory(
-    samples: list[tuple[float, int]], offset: float, seconds: dict[str, float], wall: float
+    samples: list[tuple[float, int, int]],
+    offset: float,
+    seconds: dict[str, float],
+    wall: float,
+    own: bool = False,
 ) -> dict[str, float]:
-    """The largest sampled RSS (MiB) of each phase; ``startup`` before the run, ``finish`` after.
+    """The largest sampled RSS (MiB) of each phase, of the tree (``own``: of the run's process
+    alone); ``startup`` before the run, ``finish`` after.
 
     Approximate: the run's untimed work (opening the source, finding the email column, starting
     the engine, loading the results before the write, the summary) is counted as if it all came
@@ -454,7 +467,7 @@ def _phase_memory(
     bounds.append(("finish", at, wall))
     out = {}
     for name, low, high in bounds:
-        inside = [rss for t, rss in samples if low <= t < high]
+        inside = [mine if own else rss for t, rss, mine in samples if low <= t < high]
         out[name] = round(max(inside) / 2**20, 1) if inside else None
     return out
 
@@ -462,19 +475,30 @@ def _phase_memory(
 def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     counts = plan(args.rows)
     domains = min(args.domains, counts["distinct"])
-    started = time.perf_counter()
-    generated = generate_world(args.seed, domains=domains, addresses=counts["distinct"])
-    world_path = tmp / "world.json"
-    generated.write(world_path)
-    world_seconds = time.perf_counter() - started
-
-    csv_path = tmp / "contacts.csv"
-    started = time.perf_counter()
-    expected = write_csv(generated, counts, args.seed, csv_path)
-    csv_seconds = time.perf_counter() - started
+    data = tmp
+    if args.data is not None:  # generated inputs kept between runs, one folder per size
+        data = args.data / f"rows{args.rows}-seed{args.seed}-domains{domains}"
+        data.mkdir(parents=True, exist_ok=True)
+    world_path = data / "world.json"
+    csv_path = data / "contacts.csv"
+    expected_path = data / "expected.json"
+    world_seconds = csv_seconds = 0.0
+    if expected_path.is_file() and world_path.is_file() and csv_path.is_file():
+        expected = json.loads(expected_path.read_text())
+    else:
+        started = time.perf_counter()
+        generated = generate_world(args.seed, domains=domains, addresses=counts["distinct"])
+        generated.write(world_path)
+        world_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        expected = write_csv(generated, counts, args.seed, csv_path)
+        csv_seconds = time.perf_counter() - started
+        expected["world_addresses"] = len(generated.addresses)
+        if args.data is not None:
+            expected_path.write_text(json.dumps(expected))
     out = tmp / "out"
     started = time.perf_counter()
-    source = prepare_input(args.input, csv_path, tmp)
+    source = prepare_input(args.input, csv_path, data if args.data is not None else tmp)
     input_seconds = time.perf_counter() - started
 
     with SandboxProcess(world_path, tmp / "state") as sandbox:
@@ -497,7 +521,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "seed": args.seed,
         "rows": args.rows,
         "domains": domains,
-        "world_addresses": len(generated.addresses),
+        "world_addresses": expected["world_addresses"],
         "cpus": os.cpu_count(),
         "setup_seconds": {
             "world": round(world_seconds, 2),
@@ -547,6 +571,9 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "phase_seconds": seconds,
             "phase_peak_rss_mib": _phase_memory(
                 figures["samples"], offset, seconds, figures["wall_seconds"]
+            ),
+            "phase_peak_own_rss_mib": _phase_memory(
+                figures["samples"], offset, seconds, figures["wall_seconds"], own=True
             ),
             "by_status": by_status,
             "expected_by_status": want_status,
@@ -618,6 +645,9 @@ def _human(r: dict[str, Any]) -> str:
         "phase RSS    "
         + ", ".join(f"{p} {v} MiB" for p, v in mem.items() if v is not None)
         + " (largest 50 ms sample; phase bounds approximate)",
+        "run's own    "
+        + ", ".join(f"{p} {v} MiB" for p, v in r["phase_peak_own_rss_mib"].items() if v is not None)
+        + " (the same, the run's process without GX's)",
         "statuses     " + "  ".join(f"{k} {v:,}" for k, v in r["by_status"].items()),
         f"addresses    {r['distinct_addresses']:,} distinct, {r['duplicate_rows']:,} duplicate "
         f"rows, {r['empty_email']:,} empty emails",
@@ -657,6 +687,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--keep", action="store_true", help="keep the CSV, the world and the outputs"
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="a folder where the generated world, CSV (and Parquet) are kept and reused by the "
+        "next run of the same --rows, --seed and --domains (set-up then takes no time)",
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)

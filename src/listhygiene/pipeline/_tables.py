@@ -35,6 +35,8 @@ _PANDAS_INDEX = re.compile(r"^__index_level_\d+__$")
 class ParquetSource(Source):
     """A Parquet file, read one record batch at a time."""
 
+    rereadable = True
+
     def __init__(self, path: Path) -> None:
         import pyarrow.parquet as pq
 
@@ -78,6 +80,8 @@ class ParquetSource(Source):
 
 class TableSource(Source):
     """An in-memory table (from a DataFrame or given as Arrow)."""
+
+    rereadable = True
 
     def __init__(self, table: pa.Table, *, name: str = "<DataFrame>") -> None:
         self.info = SourceInfo(kind="dataframe", name=name)

@@ -122,6 +122,10 @@ class Source(ABC):
     """An input table, read in batches that all have :attr:`schema`."""
 
     info: SourceInfo
+    #: Whether :meth:`batches` gives the same rows again, in this run and in a resumed one (a
+    #: local Parquet file, an in-memory table): the run then stages only the addresses and reads
+    #: the input's columns again when it writes (docs/pipeline.md, "Speed").
+    rereadable: bool = False
 
     @property
     @abstractmethod

@@ -7,8 +7,14 @@
   records, and every submitted job's :class:`JobRef` (written *before* waiting on the job);
 - ``rows/part-NNNNN.parquet``: the input's rows as read, with their row number and cleaned
   address, so the join never re-reads the input (which may be a database or larger than memory);
+  for an input that can be read again as it was (a local Parquet file, an in-memory table:
+  ``Source.rereadable``), the row number and address alone, and the manifest's ``inputs`` says
+  ``"source"``. LZ4, not zstd: the parts live for one run, and zstd's smaller files cost a
+  third more time to write (docs/pipeline.md, "Speed");
 - ``results/part-NNNNNN.parquet``: results as they arrive, each part written atomically; a
-  killed run loses at most the results not yet flushed.
+  killed run loses at most the results not yet flushed. Each part's metadata says whether any
+  of its results has an ``email`` other than the address asked (:data:`OWN_EMAIL`), so that the
+  join carries that column only when it must.
 
 A run started again with the same output folder and the same input reuses all of it; a changed
 input or changed settings start afresh.
@@ -38,13 +44,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ADDRESS", "ROW", "VERIFIED_AT", "WorkDir"]
+__all__ = ["ADDRESS", "OWN_EMAIL", "ROW", "VERIFIED_AT", "WorkDir"]
 
 #: Staged rows: the input row number (1-based) and the cleaned address (null when empty).
 ROW = "_row"
 ADDRESS = KEY
 #: Result parts: when the result was obtained (seconds since the epoch).
 VERIFIED_AT = "_verified_at"
+#: A result part's metadata key: ``b"1"`` when some result's ``email`` differs from its address.
+OWN_EMAIL = b"listhygiene.own_email"
 _VERSION = 1
 #: What is never mirrored: DuckDB's spill, files one stage makes and the next drops, and files
 #: being written (``.tmp``).
@@ -182,29 +190,33 @@ class WorkDir:
         (self.path / "rows").mkdir()
 
     def write_rows(self, index: int, table: "pa.Table") -> None:
-        _write_atomic(table, self.path / "rows" / f"part-{index:05d}.parquet")
+        _write_atomic(table, self.path / "rows" / f"part-{index:05d}.parquet", compression="lz4")
 
-    def rows(self) -> Iterator["pa.Table"]:
+    def rows(self, columns: list[str] | None = None) -> Iterator["pa.Table"]:
+        """The staged parts in order (``columns`` of them only, when given)."""
         import pyarrow.parquet as pq
 
         for part in self._parts("rows"):
-            yield pq.read_table(part)
+            yield pq.read_table(part, columns=columns)
 
-    def addresses(self) -> "pa.ChunkedArray":
-        """The cleaned address of every staged row, in order (one column read, not the rows)."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        chunks = [pq.read_table(p, columns=[ADDRESS]).column(ADDRESS) for p in self._parts("rows")]
-        return pa.chunked_array([c for chunk in chunks for c in chunk.chunks], pa.string())
+    @property
+    def inputs_staged(self) -> bool:
+        """Whether the staged parts hold the input's columns (else the source is read again)."""
+        return bool(self.manifest.get("inputs", "staged") == "staged")
 
     # -- results ---------------------------------------------------------------------------------
 
     def write_results(self, table: "pa.Table") -> None:
+        import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         stamped = table.append_column(
-            VERIFIED_AT, pa.array([time.time()] * len(table), pa.float64())
+            VERIFIED_AT, pa.array(np.full(len(table), time.time(), dtype=np.float64))
+        )
+        own = len(table) and pc.any(pc.not_equal(table.column("email"), table.column(KEY)))
+        stamped = stamped.replace_schema_metadata(
+            {**(stamped.schema.metadata or {}), OWN_EMAIL: b"1" if own and own.as_py() else b"0"}
         )
         self._result_parts += 1
         name = f"results/part-{self._result_parts:06d}.parquet"
@@ -268,9 +280,9 @@ def _shifted(array: "pa.Array") -> "pa.Array":
     return pa.concat_arrays([pa.array([None], array.type), array.slice(0, len(array) - 1)])
 
 
-def _write_atomic(table: "pa.Table", path: Path) -> None:
+def _write_atomic(table: "pa.Table", path: Path, compression: str = "zstd") -> None:
     import pyarrow.parquet as pq
 
     tmp = path.with_suffix(".tmp")
-    pq.write_table(table, tmp, compression="zstd")
+    pq.write_table(table, tmp, compression=compression)
     tmp.replace(path)

@@ -4,7 +4,9 @@ the latest result of each address, and those results joined back onto every row.
 docs/pipeline.md, "Memory": a run's memory must not grow with its row count, so nothing with a
 row per input row or per distinct address is ever held whole in Python. DuckDB reads the Parquet
 parts of the work folder (:mod:`listhygiene.pipeline.workdir`) within :data:`MEMORY_LIMIT`,
-spilling to ``spill/`` inside the work folder beyond it, and hands Python bounded batches.
+spilling to ``spill/`` inside the work folder beyond it, and hands Python bounded batches. When
+DuckDB cannot stay within it, the run stops with one line naming ``LISTHYGIENE_WORK_MEMORY``
+(:class:`WorkMemoryError`); a rerun with a larger value resumes.
 
 Files it keeps in the work folder (each written whole, then renamed, so a killed run leaves
 none half-written): ``distinct.parquet`` (every distinct address, in order of first appearance)
@@ -14,21 +16,36 @@ and ``pending.parquet`` (the distinct addresses without a result yet).
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from listhygiene.pipeline.workdir import ADDRESS, ROW, VERIFIED_AT, WorkDir
+from listhygiene.errors import ConfigurationError, PipelineError
+from listhygiene.pipeline.workdir import ADDRESS, OWN_EMAIL, ROW, VERIFIED_AT, WorkDir
 from listhygiene.results import FORM_A_FIELDS
 from listhygiene.statuses import Status
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["MEMORY_LIMIT", "PENDING", "PROFILE_FIELDS", "Joined", "WorkTables"]
+__all__ = [
+    "MEMORY_LIMIT",
+    "MEMORY_VARIABLE",
+    "PENDING",
+    "PROFILE_FIELDS",
+    "Joined",
+    "WorkMemoryError",
+    "WorkTables",
+]
 
-#: DuckDB's share of the run's memory; what is over it spills to disk (docs/pipeline.md).
-MEMORY_LIMIT = os.environ.get("LISTHYGIENE_WORK_MEMORY", "384MB")
+#: The environment variable that sets :data:`MEMORY_LIMIT`.
+MEMORY_VARIABLE = "LISTHYGIENE_WORK_MEMORY"
+#: DuckDB's share of the run's memory; what is over it spills to disk (docs/pipeline.md,
+#: "Memory": with great-expectations' process beside it, the run's tree stays within 1 GiB).
+MEMORY_LIMIT = os.environ.get(MEMORY_VARIABLE, "256MB")
+#: DuckDB's threads: one per core, at most two (each thread holds buffers of its own).
+THREADS = max(1, min(2, os.cpu_count() or 1))
 #: The result columns shared by many addresses (a domain's facts, a status and its reason): the
 #: join carries a small integer naming their combination instead of the columns themselves.
 PROFILE_FIELDS = (
@@ -39,37 +56,55 @@ _DISTINCT = "distinct.parquet"
 PENDING = "pending.parquet"
 
 
+class WorkMemoryError(PipelineError):
+    """DuckDB could not do its part of the run within ``LISTHYGIENE_WORK_MEMORY``."""
+
+
 @dataclass(frozen=True)
 class Joined:
     """The results joined back onto every row, in row order (see :meth:`WorkTables.joined`)."""
 
-    #: Batches of ``_row``, ``email`` (null where it is the row's address), ``response_time``,
-    #: ``profile`` (null for a row without an address), ``previous_status`` and
-    #: ``previous_checked_at`` (null unless the address changed status since its stored verdict).
+    #: Batches of ``_row``, ``profile`` (null for a row without an address, or without a
+    #: result), ``response_time``, and where they apply ``email`` (null where it is the row's
+    #: address), ``previous_status`` and ``previous_checked_at`` (null unless the address
+    #: changed status since its stored verdict).
     batches: Iterator["pa.RecordBatch"]
     #: One row per profile, in profile order: the :data:`PROFILE_FIELDS` columns.
     profiles: "pa.Table"
+    #: Credits of the latest result of each distinct address (PRODUCT.md, "Credits").
+    credits: int
 
 
 class WorkTables:
     """DuckDB over one run's work folder; :meth:`close` it (it removes what spilled)."""
 
-    def __init__(self, work: WorkDir, *, memory_limit: str = MEMORY_LIMIT) -> None:
+    def __init__(self, work: WorkDir, *, memory_limit: str | None = None) -> None:
         import duckdb
 
         self.work = work
         self.spill = work.path / "spill"
-        self.db = duckdb.connect(
-            config={
-                "memory_limit": memory_limit,
-                "temp_directory": str(self.spill),
-                "threads": max(1, os.cpu_count() or 1),
-                "preserve_insertion_order": False,
-            }
-        )
+        self.memory_limit = memory_limit or MEMORY_LIMIT
+        try:
+            self.db = duckdb.connect(
+                config={
+                    "memory_limit": self.memory_limit,
+                    "temp_directory": str(self.spill),
+                    "threads": THREADS,
+                    # nothing here needs the order of a result without ORDER BY
+                    "preserve_insertion_order": False,
+                }
+            )
+        except duckdb.Error as exc:
+            raise ConfigurationError(
+                f"{MEMORY_VARIABLE}={self.memory_limit!r} cannot be used as DuckDB's memory "
+                f"limit ({_first_line(exc)}); give a size such as 256MB or 1GB"
+            ) from None
+        self._closed = False
 
     def close(self) -> None:
-        self.db.close()
+        if not self._closed:
+            self._closed = True
+            self.db.close()
         shutil.rmtree(self.spill, ignore_errors=True)
 
     def __enter__(self) -> "WorkTables":
@@ -91,7 +126,8 @@ class WorkTables:
                 if rows
                 else f"SELECT NULL::VARCHAR AS {ADDRESS} WHERE false"
             )
-            self._copy(query, path)
+            with self._memory("finding the distinct addresses"):
+                self._copy(query, path)
         return self.count(_DISTINCT)
 
     def pending(self) -> int:
@@ -108,9 +144,11 @@ class WorkTables:
                 f" WHERE NOT EXISTS (SELECT 1 FROM {results} r WHERE r.{ADDRESS} = d.{ADDRESS})"
             )
         # sorted again: the anti-join does not keep the order of first appearance
-        self._copy(
-            f"SELECT {ADDRESS} FROM ({query}) ORDER BY file_row_number", self.work.path / PENDING
-        )
+        with self._memory("finding the addresses left to verify"):
+            self._copy(
+                f"SELECT {ADDRESS} FROM ({query}) ORDER BY file_row_number",
+                self.work.path / PENDING,
+            )
         return self.count(PENDING)
 
     def addresses(self, name: str, size: int) -> Iterator["pa.Array"]:
@@ -144,137 +182,214 @@ class WorkTables:
         """How many distinct addresses have no result, and one of them."""
         results = self._parts("results")
         distinct = f"read_parquet({_literal(self.work.path / _DISTINCT)})"
-        if not results:
-            row = self.db.execute(f"SELECT count(*), min({ADDRESS}) FROM {distinct}").fetchone()
-        else:
-            row = self.db.execute(
-                f"SELECT count(*), min(d.{ADDRESS}) FROM {distinct} d WHERE NOT EXISTS "
-                f"(SELECT 1 FROM {results} r WHERE r.{ADDRESS} = d.{ADDRESS})"
-            ).fetchone()
-        assert row is not None
-        return int(row[0]), row[1]
+        with self._memory("looking for addresses without a result"):
+            if not results:
+                row = self.db.execute(f"SELECT count(*), min({ADDRESS}) FROM {distinct}").fetchall()
+            else:
+                row = self.db.execute(
+                    f"SELECT count(*), min(d.{ADDRESS}) FROM {distinct} d WHERE NOT EXISTS "
+                    f"(SELECT 1 FROM {results} r WHERE r.{ADDRESS} = d.{ADDRESS})"
+                ).fetchall()
+        # fetchall: in DuckDB 2 a result read with fetchone stays open and blocks the connection
+        return int(row[0][0]), row[0][1]
 
-    def credits(self) -> int:
-        """Credits of the latest result of each of the run's addresses: one per distinct
-        address verified, whatever its row count (PRODUCT.md, "Credits")."""
-        latest = self._latest()
-        if latest is None:
-            return 0
-        distinct = f"read_parquet({_literal(self.work.path / _DISTINCT)})"
-        row = self.db.execute(
-            f"SELECT coalesce(sum(l.credits_used), 0) FROM ({latest}) l "
-            f"SEMI JOIN {distinct} d ON l.{ADDRESS} = d.{ADDRESS}"
-        ).fetchone()
-        return int(row[0]) if row else 0
+    def unanswered_error(self) -> PipelineError:
+        """The error of a run whose backend left addresses without a result."""
+        unanswered, example = self.unanswered()
+        return PipelineError(
+            f"the backend returned no result for {unanswered} addresses (e.g. "
+            f"{example!r}); run again with the same --out to resume"
+        )
 
     def latest_where(self, condition: str, columns: str) -> "pa.Table":
         """``columns`` of the latest results that meet ``condition`` (SQL over the result
         columns); for the few rows a second pass needs, never for all."""
-        latest = self._latest()
-        if latest is None:
+        results = self._parts("results")
+        if not results:
             import pyarrow as pa
 
             return pa.table({})
-        return self.db.sql(f"SELECT {columns} FROM ({latest}) WHERE {condition}").to_arrow_table()
+        latest = (
+            f"SELECT * FROM {results} QUALIFY row_number() OVER "
+            f"(PARTITION BY {ADDRESS} ORDER BY {VERIFIED_AT} DESC) = 1"
+        )
+        with self._memory("looking up results"):
+            return self.db.sql(
+                f"SELECT {columns} FROM ({latest}) WHERE {condition}"
+            ).to_arrow_table()
 
     def joined(self, previous: Path | None, batch_rows: int) -> Joined:
-        """The latest result of every row's address, in row order, as narrow batches: the
-        join carries a profile number, the address's own email when it differs from the
-        row's address, and its response time (docs/pipeline.md, "Memory"). ``previous`` (a
-        folder of Parquet parts of ``_address``, ``status``, ``checked_at``: the stored
-        verdicts of addresses verified again) adds the previous status of the addresses whose
-        status changed (an ``unknown`` now is no change)."""
+        """The latest result of every row's address, in row order, as narrow batches
+        (docs/pipeline.md, "Memory"): a profile number for the result columns that many
+        addresses share, the response time, and only where some address needs them the
+        address's own email (when it differs from the row's address) and its previous status.
+        ``previous`` (a folder of Parquet parts of ``_address``, ``status``, ``checked_at``:
+        the stored verdicts of addresses verified again) adds the previous status of the
+        addresses whose status changed (an ``unknown`` now is no change).
+
+        A row whose address has no result gets a null profile: the writer stops there with
+        :meth:`unanswered_error`."""
         import pyarrow as pa
 
         from listhygiene.results import arrow_schema
 
-        latest = self._latest()
         schema = arrow_schema(internal=True)
+        profile_schema = pa.schema([schema.field(f) for f in PROFILE_FIELDS])
         rows = self._parts("rows")
+        results = self._parts("results")
         if not rows:
-            empty = pa.schema([schema.field(f) for f in PROFILE_FIELDS]).empty_table()
-            return Joined(iter(()), empty)
-        if latest is None:  # no address at all: every row is blank
-            no_results = arrow_schema(internal=True).empty_table()
-            no_results = no_results.add_column(0, ADDRESS, pa.array([], pa.string()))
-            self.db.register("no_results", no_results)
-            latest = "SELECT * FROM no_results"
-        columns = ", ".join(f'"{f}"' for f in PROFILE_FIELDS)
-        self.db.execute(f"CREATE OR REPLACE TEMP TABLE latest AS {latest}")
+            return Joined(iter(()), profile_schema.empty_table(), 0)
+        with self._memory("joining the results onto the rows"):
+            if not results:  # no address at all (every row blank), or none answered
+                self._transitions: list[tuple[str, str, int]] = []
+                reader = self.db.sql(
+                    f"SELECT {ROW}, NULL::INTEGER AS profile, NULL::BIGINT AS response_time "
+                    f"FROM {rows} ORDER BY {ROW}"
+                ).to_arrow_reader(batch_rows)
+                return Joined(self._guarded(reader), profile_schema.empty_table(), 0)
+            extra = self._keyed(results, _parts_of(previous) if previous is not None else [])
+            profiles = self.db.sql(
+                f"SELECT {_columns(PROFILE_FIELDS)} FROM profiles ORDER BY profile"
+            ).to_arrow_table()
+            row = self.db.execute(
+                "SELECT coalesce(sum(p.credits_used * k.n), 0) FROM (SELECT profile, count(*) "
+                "AS n FROM keyed GROUP BY profile) k JOIN profiles p USING (profile)"
+            ).fetchall()
+            credits = int(row[0][0])
+            # The join, then the sort, each alone within the memory limit: together (a hash
+            # table of every distinct address feeding a sort of every row) they ran out of
+            # memory at 10,000,000 rows (docs/pipeline.md, "Memory").
+            carried = ", ".join(f"k.{name}" for name in ("profile", "response_time", *extra))
+            self.db.execute(
+                f"CREATE OR REPLACE TEMP TABLE matched AS SELECT r.{ROW}, {carried} "
+                f"FROM {rows} r LEFT JOIN keyed k ON r.{ADDRESS} = k.{ADDRESS}"
+            )
+            self.db.execute("DROP TABLE keyed")
+            reader = self.db.sql(f"SELECT * FROM matched ORDER BY {ROW}").to_arrow_reader(
+                batch_rows
+            )
+        return Joined(self._guarded(reader), profiles.cast(profile_schema), credits)
+
+    def _keyed(self, results: str, previous: list[Path]) -> list[str]:
+        """Temp tables ``profiles`` (each combination of :data:`PROFILE_FIELDS`, numbered) and
+        ``keyed`` (each address's latest result: its profile, its response time, and the
+        columns named in the answer, which only some addresses need)."""
         self.db.execute(
             "CREATE OR REPLACE TEMP TABLE profiles AS SELECT (row_number() OVER () - 1)::INTEGER "
-            f"AS profile, * FROM (SELECT DISTINCT {columns} FROM latest)"
+            f"AS profile, * FROM (SELECT DISTINCT {_columns(PROFILE_FIELDS)} FROM {results})"
         )
-        same = " AND ".join(f'l."{f}" IS NOT DISTINCT FROM p."{f}"' for f in PROFILE_FIELDS)
-        previous_parts = _parts_of(previous) if previous is not None else []
-        if previous_parts:
+        same = " AND ".join(f'r."{f}" IS NOT DISTINCT FROM p."{f}"' for f in PROFILE_FIELDS)
+        overrides = self._own_emails()
+        email = (
+            f", CASE WHEN r.email = r.{ADDRESS} THEN NULL ELSE r.email END AS email"
+            if overrides
+            else ""
+        )
+        keyed = (
+            f"SELECT r.{ADDRESS}, p.profile, r.response_time{email}, r.{VERIFIED_AT} "
+            f"FROM {results} r JOIN profiles p ON {same}"
+        )
+        if self._result_rows() != self.count(_DISTINCT):
+            # A retried address has several results (the latest stands), or the backend
+            # answered addresses the run did not ask: only then is there anything to drop.
+            # With as many results as distinct addresses, either each has exactly one or some
+            # address has none, which the writer finds (a null profile).
+            distinct = f"read_parquet({_literal(self.work.path / _DISTINCT)})"
+            keyed = (
+                f"SELECT k.* FROM ({keyed}) k SEMI JOIN {distinct} d "
+                f"ON k.{ADDRESS} = d.{ADDRESS} QUALIFY row_number() OVER "
+                f"(PARTITION BY k.{ADDRESS} ORDER BY k.{VERIFIED_AT} DESC) = 1"
+            )
+        extra = ["email"] if overrides else []
+        if previous:
             # what the first attempt of a resumed run found stands: the earliest part per address
             before = (
                 f"(SELECT {ADDRESS}, arg_min(status, filename) AS status, "
                 f"arg_min(checked_at, filename) AS checked_at FROM "
-                f"read_parquet({_literal(previous_parts)}, filename=true) GROUP BY {ADDRESS})"
+                f"read_parquet({_literal(previous)}, filename=true) GROUP BY {ADDRESS})"
             )
             unknown = _literal(Status.UNKNOWN.value)
-            changed = f"b.status IS NOT NULL AND l.status <> b.status AND l.status <> {unknown}"
-            extra = (
-                f", CASE WHEN {changed} THEN b.status END AS previous_status, "
-                f"CASE WHEN {changed} THEN b.checked_at END AS previous_checked_at"
+            changed = f"b.status IS NOT NULL AND p.status <> b.status AND p.status <> {unknown}"
+            keyed = (
+                f"SELECT k.* EXCLUDE ({VERIFIED_AT}), "
+                f"CASE WHEN {changed} THEN b.status END AS previous_status, "
+                f"CASE WHEN {changed} THEN b.checked_at END AS previous_checked_at "
+                f"FROM ({keyed}) k JOIN profiles p USING (profile) "
+                f"LEFT JOIN {before} b ON b.{ADDRESS} = k.{ADDRESS}"
             )
-            join_before = f" LEFT JOIN {before} b ON b.{ADDRESS} = l.{ADDRESS}"
+            extra += ["previous_status", "previous_checked_at"]
         else:
-            extra = ", NULL::VARCHAR AS previous_status, NULL::DOUBLE AS previous_checked_at"
-            join_before = ""
-        self.db.execute(
-            f"CREATE OR REPLACE TEMP TABLE keyed AS SELECT l.{ADDRESS}, "
-            f"CASE WHEN l.email = l.{ADDRESS} THEN NULL ELSE l.email END AS email, "
-            f"l.response_time, p.profile{extra} FROM latest l "
-            f"JOIN profiles p ON {same}{join_before}"
+            keyed = f"SELECT * EXCLUDE ({VERIFIED_AT}) FROM ({keyed})"
+        self.db.execute(f"CREATE OR REPLACE TEMP TABLE keyed AS {keyed}")
+        self._transitions = (
+            [
+                (str(a), str(b), int(n))
+                for a, b, n in self.db.execute(
+                    "SELECT k.previous_status, p.status, count(*) FROM keyed k JOIN profiles p "
+                    "USING (profile) WHERE k.previous_status IS NOT NULL GROUP BY ALL"
+                ).fetchall()
+            ]
+            if previous
+            else []
         )
-        self.db.execute("DROP TABLE latest")
-        self.db.execute(
-            "CREATE OR REPLACE TEMP TABLE transitions AS SELECT k.previous_status, p.status, "
-            "count(*) AS n FROM keyed k JOIN profiles p USING (profile) "
-            "WHERE k.previous_status IS NOT NULL GROUP BY ALL"
-        )
-        profiles = self.db.sql(f"SELECT {columns} FROM profiles ORDER BY profile").to_arrow_table()
-        profiles = profiles.cast(pa.schema([schema.field(f) for f in PROFILE_FIELDS]))
-        # The join, then the sort, each alone within the memory limit: together (a hash table
-        # of every distinct address feeding a sort of every row) they ran out of memory at
-        # 10,000,000 rows (docs/pipeline.md, "Memory").
-        self.db.execute(
-            f"CREATE OR REPLACE TEMP TABLE matched AS SELECT r.{ROW}, k.email, k.response_time, "
-            f"k.profile, k.previous_status, k.previous_checked_at FROM {rows} r "
-            f"LEFT JOIN keyed k ON r.{ADDRESS} = k.{ADDRESS}"
-        )
-        self.db.execute("DROP TABLE keyed")
-        reader = self.db.sql(f"SELECT * FROM matched ORDER BY {ROW}").to_arrow_reader(batch_rows)
-        return Joined(iter(reader), profiles)
+        return extra
 
     def common_domains(self) -> list[str]:
         """The rows' most common domains, most common first (pipeline/advice.py)."""
         from listhygiene.pipeline.advice import common_domains
 
         rows = self._parts("rows")
-        return common_domains(self.db, rows) if rows else []
+        if not rows:
+            return []
+        with self._memory("counting the rows' domains"):
+            return common_domains(self.db, rows)
 
     def transitions(self) -> dict[str, int]:
         """``previous->now`` counts of the addresses whose status changed (after :meth:`joined`)."""
-        found = self.db.execute(
-            "SELECT previous_status, status, n FROM transitions ORDER BY 3 DESC, 1, 2"
-        ).fetchall()
-        return {f"{before}->{after}": int(n) for before, after, n in found}
+        found = sorted(getattr(self, "_transitions", []), key=lambda t: (-t[2], t[0], t[1]))
+        return {f"{before}->{after}": n for before, after, n in found}
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _latest(self) -> str | None:
-        """The latest result of each address (a retried address has several)."""
-        results = self._parts("results")
-        if not results:
-            return None
-        return (
-            f"SELECT * FROM {results} QUALIFY row_number() OVER "
-            f"(PARTITION BY {ADDRESS} ORDER BY {VERIFIED_AT} DESC) = 1"
-        )
+    @contextmanager
+    def _memory(self, doing: str) -> Iterator[None]:
+        """DuckDB's out-of-memory (and a spill it cannot write) as one line naming the setting."""
+        import duckdb
+
+        try:
+            yield
+        except duckdb.OutOfMemoryException as exc:
+            raise WorkMemoryError(
+                f"out of memory while {doing}: DuckDB could not stay within "
+                f"{MEMORY_VARIABLE}={self.memory_limit} ({_first_line(exc)}); set "
+                f"{MEMORY_VARIABLE} higher (e.g. 1GB) and run again with the same --out to resume"
+            ) from None
+        except duckdb.IOException as exc:
+            raise PipelineError(
+                f"DuckDB could not use the work folder {self.work.path} while {doing} "
+                f"({_first_line(exc)}); free some disk space and run again with the same --out"
+            ) from None
+
+    def _guarded(self, reader: Any) -> Iterator["pa.RecordBatch"]:
+        """A DuckDB stream whose errors while it is read are :meth:`_memory`'s lines."""
+        with self._memory("joining the results onto the rows"):
+            yield from reader
+
+    def _result_rows(self) -> int:
+        import pyarrow.parquet as pq
+
+        return sum(pq.read_metadata(p).num_rows for p in _parts_of(self.work.path / "results"))
+
+    def _own_emails(self) -> bool:
+        """Whether some result's ``email`` differs from its address (each part's metadata
+        says; a part without the key counts as yes)."""
+        import pyarrow.parquet as pq
+
+        for part in _parts_of(self.work.path / "results"):
+            metadata = pq.read_schema(part).metadata or {}
+            if metadata.get(OWN_EMAIL, b"1") != b"0":
+                return True
+        return False
 
     def _parts(self, kind: str) -> str:
         """``read_parquet([...])`` of the work folder's parts of ``kind``; "" when none."""
@@ -294,6 +409,15 @@ class WorkTables:
 
 def _parts_of(folder: Path) -> list[Path]:
     return sorted(folder.glob("part-*.parquet"))
+
+
+def _columns(names: tuple[str, ...]) -> str:
+    return ", ".join(f'"{name}"' for name in names)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def _literal(value: Any) -> str:

@@ -2,14 +2,18 @@
 to the Parquet file of its status (docs/pipeline.md, "Memory" and "Outputs").
 
 The results come from :meth:`WorkTables.joined <listhygiene.pipeline.worktables.WorkTables.joined>`
-in row order and in narrow batches; the staged parts give the input's own columns. Nothing here
-holds more than one part of rows, so memory does not grow with the row count. What the summary
-and the checks need is tallied on the way (:class:`Written`).
+in row order and in narrow batches; the staged parts give the input's own columns, or the input
+itself when it can be read again (a local Parquet file, an in-memory table). Nothing here holds
+more than one part of rows, so memory does not grow with the row count. Each part is put in
+status order with one ``take`` and each status's rows appended as a slice; what the summary
+needs is counted per profile (a profile is one status, reason and domain), not per row
+(docs/pipeline.md, "Speed").
 """
 
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from listhygiene.engine.suggest import Suggester
@@ -25,6 +29,8 @@ from listhygiene.statuses import Facts
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from listhygiene.pipeline.sources import Source
 
 __all__ = ["JOIN_BATCH", "Written", "result_names", "write_outputs"]
 
@@ -69,91 +75,228 @@ def write_outputs(
     previous: Any = None,
     changed_file: bool = False,
     extra_columns: tuple[str, ...] = (),
+    source: "Source | None" = None,
 ) -> Written:
     """Write every status's file (and ``changed.parquet`` with ``changed_file``) into the
     folder's staging area. ``previous``: the verdict memory's folder of stored statuses;
-    ``extra_columns``: of ``suggestion``, ``mx_provider``, written after the result columns."""
+    ``extra_columns``: of ``suggestion``, ``mx_provider``, written after the result columns;
+    ``source``: the input, read again for its columns when the work folder did not stage them
+    (``WorkDir.inputs_staged``)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    unanswered, example = tables.unanswered()
-    if unanswered:
-        raise PipelineError(
-            f"the backend returned no result for {unanswered} addresses (e.g. "
-            f"{example!r}); run again with the same --out to resume"
-        )
-    import pyarrow.parquet as pq
-
-    written = Written(credits=tables.credits())
+    if not work.inputs_staged and source is None:
+        raise PipelineError("the input's columns were not staged and the input is not given")
+    written = Written()
     written.advice = Advice(Suggester(tables.common_domains()))
     joined = tables.joined(previous, JOIN_BATCH)
+    written.credits = joined.credits
     stream = _Rebatcher(joined.batches)
-    blank = _blank_result()
-    writers: dict[str, Any] = {}
-    numbers: dict[str, pq.ParquetWriter] = {}
-    numbers_schema = pa.schema([pa.field(ROW, pa.int64())])
-    for status in STATUSES:
-        path = work.path / f"rows-{status}.parquet"
-        written.row_numbers[status] = str(path)
-        numbers[status] = pq.ParquetWriter(path, numbers_schema, compression="zstd")
-    for part in work.rows():
-        if not part.num_rows:
-            continue
-        part = part.combine_chunks()
-        found = stream.take(len(part))
-        if not pc.all(pc.equal(found.column(ROW), part.column(ROW))).as_py():
-            raise PipelineError("the joined results are out of step with the rows")
-        addresses = _flat(part.column(ADDRESS))
-        empty = _flat(pc.is_null(addresses))
-        profile = joined.profiles.take(_flat(found.column("profile")))
-        columns = {
-            name: _flat(pc.if_else(empty, blank[name], _flat(profile.column(name))))
-            for name in profile.column_names
-        }
-        email = pc.coalesce(_flat(found.column("email")), addresses)
-        columns["email"] = _flat(pc.if_else(empty, blank["email"], email))
-        columns["response_time"] = _flat(
-            pc.if_else(empty, blank["response_time"], _flat(found.column("response_time")))
+    inputs = None if work.inputs_staged or source is None else _Rebatcher(source.batches())
+    files = _StatusFiles(folder, work, tables, joined.profiles, written, extra_columns)
+    try:
+        for part in work.rows(None if inputs is None else [ROW, ADDRESS]):
+            if part.num_rows:
+                found = stream.take(part.num_rows)
+                own = inputs.take(part.num_rows) if inputs is not None else None
+                files.write(part, found, own, changed_file=changed_file)
+                # Arrow's allocator keeps what a part freed unless told (docs/pipeline.md)
+                pa.default_memory_pool().release_unused()
+        stream.finish()
+        if inputs is not None:
+            inputs.finish()
+        files.tally()
+        if not files.writers:  # no rows at all: empty files with the input's columns
+            result_schema = arrow_schema(internal=True)
+            empty_inputs = (
+                source.schema.empty_table()
+                if not work.inputs_staged and source is not None
+                else _empty_inputs(work)
+            )
+            written.schema = _join(
+                empty_inputs,
+                {
+                    n: pa.array([], result_schema.field(n).type)
+                    for n in FORM_A_FIELDS + extra_columns
+                },
+                extra_columns,
+            ).schema
+            for status in STATUSES:
+                files.writers[status] = folder.writer(f"{status}.parquet", written.schema)
+        if changed_file:
+            if CHANGED not in files.writers:
+                files.writers[CHANGED] = folder.writer(CHANGED, _changed_schema(written.schema))
+            written.transitions = tables.transitions()
+    except BaseException:
+        files.close(quiet=True)  # the run's error stands; its staging folder goes
+        raise
+    files.close()
+    return written
+
+
+class _StatusFiles:
+    """The seven files and their row-number files, written a part at a time."""
+
+    def __init__(
+        self,
+        folder: OutputFolder,
+        work: WorkDir,
+        tables: WorkTables,
+        profiles: "pa.Table",
+        written: Written,
+        extra_columns: tuple[str, ...],
+    ) -> None:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.folder, self.tables, self.written = folder, tables, written
+        self.extra_columns = extra_columns
+        # the blank result (a row without an address) is one more profile, the last
+        self.profiles = _with_blank(profiles)
+        self.blank = self.profiles.num_rows - 1
+        # a status that is none of the seven (a broken backend's) has no file: the checks
+        # find its rows missing
+        self.codes = np.array(
+            [
+                STATUSES.index(s) if s in STATUSES else len(STATUSES)
+                for s in self.profiles.column("status").to_pylist()
+            ],
+            dtype=np.int8,
         )
+        self.per_profile = np.zeros(self.profiles.num_rows, dtype=np.int64)
+        self.writers: dict[str, Any] = {}
+        self.numbers: dict[str, pq.ParquetWriter] = {}
+        self.numbers_schema = pa.schema([pa.field(ROW, pa.int64())])
+        for status in STATUSES:
+            path = work.path / f"rows-{status}.parquet"
+            written.row_numbers[status] = str(path)
+            self.numbers[status] = pq.ParquetWriter(path, self.numbers_schema, compression="zstd")
+
+    def write(
+        self,
+        part: "pa.Table",
+        found: "pa.Table",
+        own: "pa.Table | None",
+        *,
+        changed_file: bool,
+    ) -> None:
+        """One staged part (``own``: its input columns, when the part holds none), with its
+        rows of the join."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        written = self.written
+        row = _flat(part.column(ROW))
+        if not row.equals(_flat(found.column(ROW))):
+            raise _out_of_step(self.tables)
+        addresses = _flat(part.column(ADDRESS))
+        profile = _flat(found.column("profile"))
+        if profile.null_count > addresses.null_count:  # an address without a result
+            raise self.tables.unanswered_error()
+        index = _flat(pc.fill_null(profile, self.blank)).to_numpy()
+        self.per_profile += np.bincount(index, minlength=len(self.per_profile))
+        written.blank += addresses.null_count
+        status_of = self.codes[index]
+        counts = np.bincount(status_of, minlength=len(STATUSES) + 1)
+        inputs = part.drop_columns([ROW, ADDRESS]) if own is None else own
+        if counts.max() < len(status_of):
+            # the rows in status order (stable: row order within each status), taken once
+            order = pa.array(np.argsort(status_of, kind="stable"))
+            index = index[order.to_numpy()]
+            row, addresses = row.take(order), addresses.take(order)
+            found, inputs = found.take(order), inputs.take(order)
+        columns = _result_columns(self.profiles, index, found, addresses)
         advice = written.advice.columns(columns["email"], columns["domain"], columns["mx_provider"])
-        extra = {name: advice[name] for name in extra_columns}
-        rows = _join(part.drop_columns([ROW, ADDRESS]), {**columns, **extra}, extra_columns)
+        extra = {name: advice[name] for name in self.extra_columns}
+        rows = _join(inputs, {**columns, **extra}, self.extra_columns)
         if written.schema is None:
             written.schema = rows.schema
             for status in STATUSES:
-                writers[status] = folder.writer(f"{status}.parquet", rows.schema)
+                self.writers[status] = self.folder.writer(f"{status}.parquet", rows.schema)
         rows = rows.cast(written.schema)
-        status = columns["status"]
-        for name in STATUSES:
-            mask = pc.equal(status, name)
-            count = pc.sum(mask).as_py() or 0
+        start = 0
+        for code, count in enumerate(counts[: len(STATUSES)].tolist()):
             if count:
-                writers[name].write_table(rows.filter(mask))
-                row = _flat(pc.filter(part.column(ROW), mask))
-                numbers[name].write_table(pa.table([row], schema=numbers_schema))
-                written.by_status[name] += count
-        if changed_file:
-            written.changed_rows += _write_changed(folder, writers, rows, found, written.schema)
-        written.blank += pc.sum(empty).as_py() or 0
-        written.reasons.update(_value_counts(columns["reason"]))
-        written.domains.update(_pair_counts(columns["domain"], status))
-    stream.finish()
-    if not writers:  # no rows at all: empty files with the input's columns
-        result_schema = arrow_schema(internal=True)
-        written.schema = _join(
-            _empty_inputs(work),
-            {n: pa.array([], result_schema.field(n).type) for n in FORM_A_FIELDS + extra_columns},
-            extra_columns,
-        ).schema
-        for status in STATUSES:
-            writers[status] = folder.writer(f"{status}.parquet", written.schema)
-    if changed_file:
-        if CHANGED not in writers:
-            writers[CHANGED] = folder.writer(CHANGED, _changed_schema(written.schema))
-        written.transitions = tables.transitions()
-    for writer in [*writers.values(), *numbers.values()]:
-        writer.close()
-    return written
+                name = STATUSES[code]
+                self.writers[name].write_table(rows.slice(start, count))
+                numbers = pa.table([row.slice(start, count)], schema=self.numbers_schema)
+                self.numbers[name].write_table(numbers)
+                start += count
+        if changed_file and "previous_status" in found.column_names:
+            written.changed_rows += _write_changed(
+                self.folder, self.writers, rows, found, written.schema
+            )
+
+    def tally(self) -> None:
+        """The summary's counts from the rows written per profile: a profile is one status,
+        one reason and one domain."""
+        written = self.written
+        statuses = self.profiles.column("status").to_pylist()
+        reasons = self.profiles.column("reason").to_pylist()
+        domains = self.profiles.column("domain").to_pylist()
+        for position in self.per_profile.nonzero()[0].tolist():
+            rows = int(self.per_profile[position])
+            status, reason = statuses[position], reasons[position]
+            if status in STATUSES:
+                written.by_status[status] += rows
+            if reason is not None:
+                written.reasons[reason] += rows
+            written.domains[(domains[position], status)] += rows
+
+    def close(self, *, quiet: bool = False) -> None:
+        for writer in [*self.writers.values(), *self.numbers.values()]:
+            try:
+                writer.close()
+            except Exception:
+                if not quiet:
+                    raise
+
+
+def _result_columns(
+    profiles: "pa.Table", index: Any, found: "pa.Table", addresses: "pa.Array"
+) -> dict[str, "pa.Array"]:
+    """The result columns of a batch: the profile columns taken by each row's profile, the
+    address's own email (else the row's address, else the blank result's), its response
+    time."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    shared = profiles.take(pa.array(index))
+    columns = {name: _flat(shared.column(name)) for name in shared.column_names}
+    blank_row = _blank_result()
+    email = addresses
+    if "email" in found.column_names:
+        email = pc.coalesce(_flat(found.column("email")), email)
+    columns["email"] = _flat(pc.fill_null(email, blank_row["email"]))
+    columns["response_time"] = _flat(
+        pc.fill_null(_flat(found.column("response_time")), blank_row["response_time"])
+    )
+    return columns
+
+
+def _with_blank(profiles: "pa.Table") -> "pa.Table":
+    """The profiles with the blank result's (the result of a row without an address) last."""
+    import pyarrow as pa
+
+    blank = _blank_result()
+    row = pa.table(
+        {
+            name: pa.array([blank[name].as_py()], field.type)
+            for name, field in zip(profiles.column_names, profiles.schema, strict=True)
+        },
+        schema=profiles.schema,
+    )
+    return pa.concat_tables([profiles, row]).combine_chunks()
+
+
+def _out_of_step(tables: WorkTables) -> PipelineError:
+    """The joined results do not line up with the rows: an address answered twice by a backend
+    that also left one out, or a bug; said as the former when it is that."""
+    unanswered, _ = tables.unanswered()
+    if unanswered:
+        return tables.unanswered_error()
+    return PipelineError("the joined results are out of step with the rows")
 
 
 def result_names(schema: "pa.Schema") -> dict[str, str]:
@@ -242,6 +385,7 @@ def _flat(values: "pa.Array | pa.ChunkedArray") -> "pa.Array":
     return values
 
 
+@lru_cache(maxsize=1)
 def _blank_result() -> dict[str, Any]:
     """The result columns of a row whose email cell is empty: invalid, not verified, free."""
     import pyarrow as pa
@@ -275,25 +419,3 @@ def _empty_inputs(work: WorkDir) -> "pa.Table":
     import pyarrow as pa
 
     return pa.table({})
-
-
-def _value_counts(values: "pa.Array") -> dict[str, int]:
-    import pyarrow.compute as pc
-
-    counts = pc.value_counts(values)
-    return {v["values"]: v["counts"] for v in counts.to_pylist() if v["values"] is not None}
-
-
-def _pair_counts(left: "pa.Array", right: "pa.Array") -> dict[tuple[str, str], int]:
-    import pyarrow as pa
-
-    table = pa.table({"a": left, "b": right}).group_by(["a", "b"]).aggregate([([], "count_all")])
-    return {
-        (a, b): n
-        for a, b, n in zip(
-            table.column("a").to_pylist(),
-            table.column("b").to_pylist(),
-            table.column("count_all").to_pylist(),
-            strict=True,
-        )
-    }
