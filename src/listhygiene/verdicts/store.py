@@ -292,7 +292,8 @@ class VerdictStore:
             domains.c.mx_records,
             domains.c.domain_reputation,
         )
-        query = sa.select(*columns).where(domains.c.id.in_(sa.bindparam("ids", expanding=True)))
+        ids_in = sa.bindparam("ids", expanding=True, type_=sa.Integer())  # typed: see _domain_ids
+        query = sa.select(*columns).where(domains.c.id.in_(ids_in))
         for chunk in _chunks(sorted(ids), BATCH):
             for id_, name, mx, reputation in conn.execute(query, {"ids": chunk}):
                 found[id_] = (name, json.loads(mx), _reputation(json.loads(reputation)))
@@ -360,7 +361,10 @@ class VerdictStore:
             conn.execute(self._upsert_domains(), chunk)
         ids: dict[str, int] = {}
         query = sa.select(domains.c.domain, domains.c.id).where(
-            domains.c.domain.in_(sa.bindparam("names", expanding=True))
+            # typed: an untyped bindparam has SQLAlchemy inspect its value, which imports its
+            # ORM lazily, and that races with an import of the ORM on another thread (saves
+            # run on a thread beside the run, and GX imports SQLAlchemy's ORM)
+            domains.c.domain.in_(sa.bindparam("names", expanding=True, type_=sa.Text()))
         )
         for chunk in _chunks([h["domain"] for h in hosts], BATCH):
             ids.update((name, id_) for name, id_ in conn.execute(query, {"names": chunk}))
