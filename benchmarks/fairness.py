@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/fairness.py [--smtp] [--mix default|hostile] [--job-size 10000]
         [--job-domains 2000] [--latency-ms 20] [--dns-latency-ms 0] [--idle-requests 300]
-        [--seed 1] [--db URL] [--one-sandbox] [--json]
+        [--seed 1] [--db URL] [--one-sandbox] [--lock-trace] [--json]
 
 Issue 15, item 6: while key A's 10,000-address job runs, key B's single verifications that need
 DNS must stay within 2x of their idle p99 (docs/service.md, "Fairness").
@@ -38,7 +38,9 @@ request needs DNS (``check_smtp`` as ``--smtp``); 20 unmeasured requests warm th
 Reported: the machine's 1-minute load average before and after; the CPU seconds each process
 used during the job (the server, its job runner, the sandboxes, this one); p50/p90/p99/max latency
 (``time.perf_counter()`` around each request, to its whole body) of each phase, their ratio, the
-job's wall time (acceptance to the poll that sees it completed) and its counts. Exit status 1
+job's wall time (acceptance to the poll that sees it completed) and its counts; with
+``--lock-trace`` (SQLite), each process's write transactions during the job by caller: how long
+they waited for their turn at the file and then held it. Exit status 1
 when the during p99 is over 2x the idle p99, a request failed, or the job did not complete.
 """
 
@@ -58,6 +60,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine import SandboxProcess
+from listhygiene.db.engine import LOCK_TRACE_VARIABLE
 from listhygiene.sandbox.generate import DEFAULT_MIX, HOSTILE_MIX, generate_world
 from listhygiene.service.store import Store
 from service import KEY_HEADER, ServerProcess, database, percentile
@@ -174,6 +177,37 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def lock_trace(folder: Path, server: ServerProcess, window: list[float]) -> list[dict[str, Any]]:
+    """The write transactions of the server and its job runner that ended while the job ran,
+    by process and caller: how many, their wait for the turn and their hold, in milliseconds."""
+    groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for path in folder.glob("*.txt"):
+        for line in path.read_text().splitlines():
+            at, pid, nice, caller, wait_ms, hold_ms = line.split()
+            if not window[0] <= float(at) <= window[1]:
+                continue
+            role = "server" if int(pid) == server.pid else f"pid {pid}"
+            if int(nice) > 0 and role != "server":
+                role = f"job runner (nice {nice})"
+            groups.setdefault((role, caller), []).append((float(wait_ms), float(hold_ms)))
+    rows = []
+    for (role, caller), spans in sorted(groups.items()):
+        waits = sorted(w for w, _ in spans)
+        holds = sorted(h for _, h in spans)
+        rows.append(
+            {
+                "process": role,
+                "caller": caller,
+                "transactions": len(spans),
+                "wait_ms": [round(percentile(waits, q), 2) for q in (0.5, 0.99)]
+                + [round(waits[-1], 2)],
+                "hold_ms": [round(percentile(holds, q), 2) for q in (0.5, 0.99)]
+                + [round(holds[-1], 2)],
+            }
+        )
+    return rows
+
+
 class CpuMeter:
     """CPU seconds used by the benchmark's processes between :meth:`start` and :meth:`stop`."""
 
@@ -263,6 +297,7 @@ async def measure(
         idle_engine, single.engine_ms = single.engine_ms, []
 
         cpu.start()
+        window = [time.time()]
         submitted_at = time.perf_counter()
         answer = await client.post(
             "/b/v1/verify/bulk",
@@ -291,6 +326,7 @@ async def measure(
             during.append(await single.one())
         await watcher
         cpu.stop()
+        window.append(time.time())
         server.check_alive()
     return {
         "idle": figures(idle_latencies),
@@ -304,6 +340,7 @@ async def measure(
             "wall_seconds": round(final["wall_seconds"], 2),
         },
         "cpu_seconds_during": cpu.used,
+        "job_window": window,
         "errors": single.errors[:5],
         "error_count": len(single.errors),
     }
@@ -330,6 +367,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="serve B's mail hosts from the job's sandbox process too (the first measurements)",
     )
+    parser.add_argument(
+        "--lock-trace",
+        action="store_true",
+        help="SQLite: how long each process's write transactions waited for their turn and held "
+        "it during the job, by caller (LISTHYGIENE_SQLITE_LOCK_TRACE, db/engine.py)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
 
@@ -353,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             sandboxes = {"sandbox": sandbox}
+        if args.lock_trace:  # inherited by the server and its job runner
+            (folder / "lock-trace").mkdir()
+            os.environ[LOCK_TRACE_VARIABLE] = str(folder / "lock-trace")
         db = stack.enter_context(database(args.db, folder))
         with Store(db) as store:
             key_a, _ = store.create_key("job", CREDITS, "enterprise", limits=LIMITS)
@@ -362,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         report = asyncio.run(
             measure(server, cpu, key_a, key_b, job, b_addresses, args.smtp, args.idle_requests)
         )
+        if args.lock_trace:
+            report["lock_trace"] = lock_trace(folder / "lock-trace", server, report["job_window"])
     # The machine's load (1-minute average) when the run started and ended: the figures are
     # only comparable between runs at a similar load (2 cores, shared with other work).
     report["load"] = {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)}
@@ -413,6 +461,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         used = ", ".join(f"{k} {v} s" for k, v in report["cpu_seconds_during"].items())
         print(f"  CPU seconds during the job: {used}")
+        if "lock_trace" in report:
+            print("  SQLite write transactions during the job (p50 / p99 / max ms):")
+            for row in report["lock_trace"]:
+                wait, hold = (" / ".join(f"{x:g}" for x in row[k]) for k in ("wait_ms", "hold_ms"))
+                print(
+                    f"    {row['process']:<20} {row['caller']:<16} {row['transactions']:>5}  "
+                    f"wait {wait}  hold {hold}"
+                )
         j = report["job"]
         print(
             f"  job: {j['status']}, {j['processed']}/{j['total']} addresses in "

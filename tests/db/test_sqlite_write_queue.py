@@ -234,3 +234,31 @@ class _Holder:
         self.conn.close()
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
+
+
+def test_the_lock_trace_names_each_write_transactions_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``LISTHYGIENE_SQLITE_LOCK_TRACE`` the process appends one line per write transaction
+    (what ``benchmarks/fairness.py --lock-trace`` summarises); reads add none."""
+    path = _database(tmp_path)
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    monkeypatch.setenv(db_engine.LOCK_TRACE_VARIABLE, str(folder))
+    engine = make_engine(f"sqlite:///{path}")
+
+    def save_something() -> None:
+        with transaction(engine, write=True) as conn:
+            conn.exec_driver_sql("UPDATE counter SET n = n + 1")
+
+    try:
+        save_something()
+        with transaction(engine) as conn:
+            conn.exec_driver_sql("SELECT n FROM counter").scalar_one()
+    finally:
+        engine.dispose()
+    lines = (folder / f"{os.getpid()}.txt").read_text().splitlines()
+    assert len(lines) == 1
+    _, pid, _, caller, wait_ms, hold_ms = lines[0].split()
+    assert (int(pid), caller) == (os.getpid(), "save_something")
+    assert min(float(wait_ms), float(hold_ms)) >= 0  # numbers, in milliseconds

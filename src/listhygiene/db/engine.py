@@ -30,6 +30,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import sys
 import threading
 import time
 import weakref
@@ -57,6 +58,10 @@ BUSY_TIMEOUT_SECONDS = 30
 WRITE_LOCK_TIMEOUT = 30.0
 #: The lock file's name: the database file's with this added.
 WRITE_LOCK_SUFFIX = ".write-lock"
+#: A folder named here when an engine is made: each SQLite write transaction of the process
+#: appends ``<epoch> <pid> <nice> <caller> <wait ms> <hold ms>`` to ``<folder>/<pid>.txt``, how
+#: long it waited for its turn and then held it (``benchmarks/fairness.py --lock-trace``).
+LOCK_TRACE_VARIABLE = "LISTHYGIENE_SQLITE_LOCK_TRACE"
 #: libpq parameters of every PostgreSQL connection unless the URL sets them: give up connecting
 #: after 10 s; probe an idle connection after 30 s, every 10 s, 3 times (a dead peer is noticed
 #: in about a minute, where the system's defaults take over two hours).
@@ -177,12 +182,16 @@ class _WriteLock:
         self._threads = threading.RLock()
         self._depth = 0
         self._fd: int | None = None
+        self._trace = os.environ.get(LOCK_TRACE_VARIABLE) or None
 
     @contextmanager
     def held(self) -> Iterator[None]:
+        asked = time.perf_counter()
         with self._threads:
-            if self._depth == 0 and self.path is not None:
+            outermost = self._depth == 0
+            if outermost and self.path is not None:
                 self._fd = self._lock_file(self.path)
+            got = time.perf_counter()
             self._depth += 1
             try:
                 yield
@@ -191,6 +200,8 @@ class _WriteLock:
                 if self._depth == 0 and self._fd is not None:
                     fd, self._fd = self._fd, None
                     _unlock(fd)
+                if self._trace and outermost:
+                    _trace_line(self._trace, asked, got, time.perf_counter())
 
     def _lock_file(self, path: Path) -> int | None:
         """A descriptor of ``path`` holding its exclusive lock; None to leave the wait to
@@ -251,6 +262,20 @@ def _wait_for_lock(fd: int, timeout: float) -> int | None:
     return None
 
 
+def _trace_line(folder: str, asked: float, got: float, done: float) -> None:
+    """Append one write transaction's wait and hold to ``<folder>/<pid>.txt`` (see
+    :data:`LOCK_TRACE_VARIABLE`)."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename in _NOT_CALLERS:
+        frame = frame.f_back
+    line = (
+        f"{time.time():.6f} {os.getpid()} {os.getpriority(os.PRIO_PROCESS, 0)} "
+        f"{frame.f_code.co_name} {(got - asked) * 1000:.3f} {(done - got) * 1000:.3f}\n"
+    )
+    with contextlib.suppress(OSError), open(os.path.join(folder, f"{os.getpid()}.txt"), "a") as out:
+        out.write(line)
+
+
 def _unlock(fd: int) -> None:
     with contextlib.suppress(OSError):
         fcntl.flock(fd, fcntl.LOCK_UN)
@@ -264,6 +289,9 @@ def _lock_path(url: URL) -> Path | None:
         return None
     return Path(os.path.abspath(database + WRITE_LOCK_SUFFIX))
 
+
+#: Files whose frames are the lock's own, not the caller of a transaction.
+_NOT_CALLERS = frozenset({__file__, contextlib.__file__})
 
 _WRITE_LOCKS: "weakref.WeakKeyDictionary[Engine, _WriteLock]" = weakref.WeakKeyDictionary()
 _LOCKS_LOCK = threading.Lock()
