@@ -182,11 +182,12 @@ class WorkTables:
         """How many distinct addresses have no result, and one of them."""
         results = self._parts("results")
         distinct = f"read_parquet({_literal(self.work.path / _DISTINCT)})"
-        with self._memory("looking for addresses without a result"):
+        # a cursor of its own: the join's stream may still be open on the connection
+        with self._memory("looking for addresses without a result"), self.db.cursor() as db:
             if not results:
-                row = self.db.execute(f"SELECT count(*), min({ADDRESS}) FROM {distinct}").fetchall()
+                row = db.execute(f"SELECT count(*), min({ADDRESS}) FROM {distinct}").fetchall()
             else:
-                row = self.db.execute(
+                row = db.execute(
                     f"SELECT count(*), min(d.{ADDRESS}) FROM {distinct} d WHERE NOT EXISTS "
                     f"(SELECT 1 FROM {results} r WHERE r.{ADDRESS} = d.{ADDRESS})"
                 ).fetchall()

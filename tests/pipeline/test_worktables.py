@@ -1,0 +1,213 @@
+"""The work folder's tables and the writer: inputs staged or read again, results joined back in
+row order, a missing result found, and DuckDB's memory limit said in one line
+(docs/pipeline.md, "Memory")."""
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import listhygiene
+from listhygiene.errors import PipelineError
+from listhygiene.pipeline.backends import KEY, JobRef, LocalBackend
+from listhygiene.pipeline.result import STATUSES
+from listhygiene.pipeline.workdir import ADDRESS, ROW, WorkDir
+from listhygiene.pipeline.worktables import WorkMemoryError, WorkTables
+from listhygiene.results import VerificationResult, arrow_schema
+from listhygiene.sandbox import Sandbox
+from listhygiene.statuses import Facts
+
+
+def _mx(host: str) -> list[dict[str, object]]:
+    return [{"preference": 10, "host": host}]
+
+
+SANDBOX_WORLD = {
+    "domains": {
+        "good.test": {"mx": _mx("mx.good.test"), "mailboxes": ["a", "b", "c"]},
+        "nullmx.test": {"null_mx": True},
+    },
+    "hosts": {"mx.good.test": {}},
+}
+
+
+class _DropsFirst(LocalBackend):
+    """The local engine, but each table of results comes without its first row."""
+
+    async def results(self, job: JobRef) -> AsyncIterator[pa.Table]:
+        async for table in super().results(job):
+            yield table.slice(1)
+
+
+def _contacts(path: Path) -> Path:
+    """A Parquet table whose statuses interleave: valid, role, invalid, blank, again."""
+    emails = []
+    for i in range(300):
+        emails += [f"user{i}@good.test", f"info{i % 7}@good.test" if i % 2 else "info@good.test"]
+        emails += [f"x{i}@nullmx.test", None if i % 3 else "N/A"]
+    table = pa.table(
+        {
+            "id": pa.array(range(1, len(emails) + 1), pa.int64()),
+            "email": pa.array(emails, pa.string()),
+            "weight": pa.array([i / 4 for i in range(len(emails))], pa.float64()),
+        }
+    )
+    pq.write_table(table, path, row_group_size=333)  # row groups that do not match the batches
+    return path
+
+
+def test_a_parquet_input_is_read_again_and_a_missing_result_stops_the_write(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    source = _contacts(tmp_path / "contacts.parquet")
+    out = tmp_path / "out"
+    settings = sandbox.engine_settings(dns_timeout=1.0)
+    with pytest.raises(PipelineError, match=r"returned no result for 1 addresses"):
+        listhygiene.clean(source, out, backend=_DropsFirst(settings), check_smtp=False)
+    assert not (out / "summary.json").exists()
+    # the work folder kept for the rerun staged only row numbers and addresses
+    work = out / ".listhygiene"
+    assert json.loads((work / "manifest.json").read_text())["inputs"] == "source"
+    parts = sorted((work / "rows").glob("part-*.parquet"))
+    assert parts
+    assert all(pq.read_schema(p).names == [ROW, ADDRESS] for p in parts)
+
+    result = listhygiene.clean(source, out, backend=LocalBackend(settings), check_smtp=False)
+    assert result.summary["addresses"]["resumed"] is True
+    assert result.summary["addresses"]["verified"] == 1  # only what the first run lacked
+    original = pq.read_table(source)
+    seen: list[int] = []
+    for status in STATUSES:
+        written = pq.read_table(out / f"{status}.parquet")
+        # the input's own columns and types, then the result columns
+        assert written.schema.names[:3] == ["id", "email", "weight"]
+        assert [written.schema.field(n).type for n in ("id", "weight")] == [
+            pa.int64(),
+            pa.float64(),
+        ]
+        assert written.schema.names[3:] == ["result_email", *arrow_schema().names[1:]]
+        ids = written.column("id").to_pylist()
+        assert ids == sorted(ids)  # in input order within each status
+        assert set(written.column("status").to_pylist()) <= {status}
+        seen += ids
+    assert sorted(seen) == original.column("id").to_pylist()  # every row exactly once
+    assert result.counts["valid"] == 450  # user0..299 and info0..info6
+    assert result.counts["role"] == 150  # info@good.test
+    assert result.counts["invalid"] == 600  # null MX, blank cells and placeholders
+    rows = {r["id"]: r for s in STATUSES for r in pq.read_table(out / f"{s}.parquet").to_pylist()}
+    assert rows[1]["weight"] == 0.0
+    assert rows[1]["result_email"] == "user0@good.test"
+    assert rows[4]["result_email"] == ""  # "N/A"
+    assert rows[4]["reason"] == "invalid_syntax"
+    # one credit per distinct address verified, whatever its row count; blank cells free
+    paid = {
+        r["result_email"]: r["credits_used"]
+        for r in rows.values()
+        if r["email"] not in (None, "N/A")
+    }
+    assert len(paid) == 300 + 8 + 300
+    assert result.summary["credits"]["used"] == sum(paid.values())
+
+
+def _read_all(tables: WorkTables) -> None:
+    for _ in tables.joined(None, 4096).batches:
+        pass
+
+
+def _work_folder(tmp_path: Path, addresses: list[str | None]) -> WorkDir:
+    """A work folder with ``addresses`` staged as rows and a result for each distinct one."""
+    work = WorkDir(tmp_path / "work")
+    work.open({"test": True})
+    rows = pa.table(
+        {
+            ROW: pa.array(range(1, len(addresses) + 1), pa.int64()),
+            ADDRESS: pa.array(addresses, pa.string()),
+        }
+    )
+    work.write_rows(0, rows)
+    distinct = sorted({a for a in addresses if a is not None})
+    template = VerificationResult.from_facts(distinct[0], Facts(syntax_valid=True)).to_row(
+        internal=True
+    )
+    schema = arrow_schema(internal=True)
+    columns = {
+        name: pa.array([template[name]] * len(distinct), schema.field(name).type)
+        for name in schema.names
+    }
+    columns["email"] = pa.array(distinct, pa.string())
+    results = pa.table(columns, schema=schema).append_column(KEY, pa.array(distinct))
+    work.write_results(results)
+    return work
+
+
+def test_the_join_out_of_memory_is_a_work_memory_error(tmp_path: Path) -> None:
+    addresses: list[str | None] = [f"person{i}@example{i % 50}.test" for i in range(40_000)]
+    work = _work_folder(tmp_path, addresses)
+    with WorkTables(work) as tables:
+        assert tables.distinct() == 40_000
+    with (
+        WorkTables(work, memory_limit="1MB") as tables,
+        pytest.raises(WorkMemoryError, match=r"LISTHYGIENE_WORK_MEMORY=1MB") as raised,
+    ):
+        _read_all(tables)
+    assert "\n" not in str(raised.value)
+
+
+def test_the_join_gives_each_row_its_addresses_result_in_row_order(tmp_path: Path) -> None:
+    addresses = ["b@x.test", None, "a@x.test", "b@x.test", None, "c@x.test"]
+    work = _work_folder(tmp_path, addresses)
+    with WorkTables(work) as tables:
+        assert tables.distinct() == 3
+        joined = tables.joined(None, 2)
+        batches = list(joined.batches)
+    table = pa.Table.from_batches(batches)
+    assert table.column(ROW).to_pylist() == [1, 2, 3, 4, 5, 6]
+    profile = table.column("profile").to_pylist()
+    assert [p is None for p in profile] == [False, True, False, False, True, False]
+    assert "email" not in table.column_names  # every result's email is its address
+    assert joined.profiles.num_rows == 1  # the three results share one profile
+    assert joined.credits == 3 * joined.profiles.column("credits_used")[0].as_py()
+
+
+def _clean_cli(path: Path, out: Path, memory: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LISTHYGIENE_WORK_MEMORY": memory, "LISTHYGIENE_VERDICTS": "none"}
+    return subprocess.run(
+        [sys.executable, "-m", "listhygiene.cli", "clean", str(path), "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def small_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "small.csv"
+    lines = "".join(f"{i},person{i}@example{i % 50}.test\n" for i in range(20_000))
+    path.write_text("id,email\n" + lines)
+    return path
+
+
+def test_out_of_memory_is_one_error_line_naming_the_setting(
+    small_csv: Path, tmp_path: Path
+) -> None:
+    done = _clean_cli(small_csv, tmp_path / "out", "1MB")
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1
+    assert "out of memory" in errors[0]
+    assert "LISTHYGIENE_WORK_MEMORY=1MB" in errors[0]
+
+
+def test_an_unusable_memory_setting_is_a_usage_error(small_csv: Path, tmp_path: Path) -> None:
+    done = _clean_cli(small_csv, tmp_path / "out", "lots")
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "LISTHYGIENE_WORK_MEMORY='lots'" in done.stderr.splitlines()[-1]
