@@ -23,9 +23,10 @@ With ``--store`` (issue 16: the store's own cost, without the pipeline around it
 generated verdicts (distinct addresses over 2,000 domains, a mix of statuses) go through the
 store as a first cleaning uses it, on a SQLite file and on a new PostgreSQL database of
 ``LISTHYGIENE_BENCH_PG`` (default the test server; dropped afterwards): a lookup of every address
-in the empty store, saves in jobs of 200,000 kept 50,000 at a time (``verdict_memory``), a lookup
-of every address again (all found), and a refill with newer verdicts (every row an update). Each
-step prints its wall time and this process's CPU seconds (PostgreSQL's own CPU is the server's,
+in the empty store, saves in jobs of 200,000 kept 50,000 at a time (``verdict_memory``), a
+lookup of as many addresses never stored (none found: a first cleaning of a list into a store
+that others filled), a lookup of every address again (all found), and a refill with newer
+verdicts (every row an update). Each step prints its wall time and this process's CPU seconds (PostgreSQL's own CPU is the server's,
 not counted), with the 1-minute load average before and after; figures at a load above 1.5 on
 the 2 cores are upper bounds.
 
@@ -66,6 +67,7 @@ def _figures(label: str, run: dict[str, Any], out: Path) -> dict[str, Any]:
     return {
         "run": label,
         "wall_seconds": round(run["wall_seconds"], 2),
+        "cpu_seconds": round(run["cpu_user_seconds"] + run["cpu_system_seconds"], 2),
         "peak_rss_mib": round(run["peak_rss_bytes"] / 2**20, 1),
         "verdicts": summary["verdicts"],
         "phases": {k: round(v, 2) for k, v in summary["timings"]["seconds"].items()},
@@ -100,7 +102,7 @@ def no_smtp(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         ]
         for index, (label, csv, verdicts) in enumerate(plan_):
             out = tmp / f"out{index}"
-            figures = run_clean(tmp / csv, out, {**env, "LISTHYGIENE_VERDICTS": verdicts})
+            figures = run_clean([str(tmp / csv)], out, {**env, "LISTHYGIENE_VERDICTS": verdicts})
             runs.append(_figures(label, figures, out))
     base = runs[0]["wall_seconds"]
     for run in runs:
@@ -225,12 +227,15 @@ def _timed(step: str, work: "Any") -> dict[str, Any]:
 
 
 def _store_steps(url: str, table: "Any") -> list[dict[str, Any]]:
+    import pyarrow as pa
+
     from listhygiene.pipeline.backends import KEY
     from listhygiene.pipeline.verdict_memory import SAVE_BATCH
     from listhygiene.verdicts import VerdictStore
 
     job = 200_000
     addresses = table.column(KEY).combine_chunks()
+    new = pa.array([f"new.{a}" for a in addresses.to_pylist()], pa.string())
 
     def fill(checked_at: float) -> int:
         written = 0
@@ -247,6 +252,7 @@ def _store_steps(url: str, table: "Any") -> list[dict[str, Any]]:
         now = time.time()
         steps.append(_timed("lookup, empty store", lambda: store.fetch(addresses).num_rows))
         steps.append(_timed("first fill", lambda: fill(now)))
+        steps.append(_timed("lookup, none stored", lambda: store.fetch(new).num_rows))
         steps.append(_timed("lookup, all stored", lambda: store.fetch(addresses).num_rows))
         steps.append(_timed("refill, newer verdicts", lambda: fill(now + 1)))
     return steps
