@@ -26,9 +26,9 @@ store as a first cleaning uses it, on a SQLite file and on a new PostgreSQL data
 in the empty store, saves in jobs of 200,000 kept 50,000 at a time (``verdict_memory``), a
 lookup of as many addresses never stored (none found: a first cleaning of a list into a store
 that others filled), a lookup of every address again (all found), and a refill with newer
-verdicts (every row an update). Each step prints its wall time and this process's CPU seconds (PostgreSQL's own CPU is the server's,
-not counted), with the 1-minute load average before and after; figures at a load above 1.5 on
-the 2 cores are upper bounds.
+verdicts (every row an update). Each step prints its wall time and this process's CPU seconds
+(PostgreSQL's own CPU is the server's, not counted), with the 1-minute load average before and
+after; figures at a load above 1.5 on the 2 cores are upper bounds.
 
     .venv/bin/python benchmarks/verdicts.py --store [--count 700000] [--backends sqlite,postgresql]
 
