@@ -214,9 +214,11 @@ class WorkDir:
         stamped = table.append_column(
             VERIFIED_AT, pa.array(np.full(len(table), time.time(), dtype=np.float64))
         )
-        own = len(table) and pc.any(pc.not_equal(table.column("email"), table.column(KEY)))
+        own = "email" not in table.column_names or bool(
+            len(table) and pc.any(pc.not_equal(table.column("email"), table.column(KEY))).as_py()
+        )
         stamped = stamped.replace_schema_metadata(
-            {**(stamped.schema.metadata or {}), OWN_EMAIL: b"1" if own and own.as_py() else b"0"}
+            {**(stamped.schema.metadata or {}), OWN_EMAIL: b"1" if own else b"0"}
         )
         self._result_parts += 1
         name = f"results/part-{self._result_parts:06d}.parquet"
