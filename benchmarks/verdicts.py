@@ -23,7 +23,7 @@ With ``--store`` (issue 16: the store's own cost, without the pipeline around it
 generated verdicts (distinct addresses over 2,000 domains, a mix of statuses) go through the
 store as a first cleaning uses it, on a SQLite file and on a new PostgreSQL database of
 ``LISTHYGIENE_BENCH_PG`` (default the test server; dropped afterwards): a lookup of every address
-in the empty store, saves in jobs of 200,000 kept 50,000 at a time (``verdict_memory``), a
+in the empty store, saves in jobs of 200,000 (``verdict_memory.SAVE_BATCH`` at a time), a
 lookup of as many addresses never stored (none found: a first cleaning of a list into a store
 that others filled), a lookup of every address again (all found), and a refill with newer
 verdicts (every row an update). Each step prints its wall time and this process's CPU seconds
