@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/fairness.py [--smtp] [--mix default|hostile] [--job-size 10000]
         [--job-domains 2000] [--latency-ms 20] [--dns-latency-ms 0] [--idle-requests 300]
-        [--seed 1] [--db URL] [--one-sandbox] [--lock-trace] [--json]
+        [--seed 1] [--db URL] [--one-sandbox] [--dns-sandbox] [--lock-trace] [--json]
 
 Issue 15, item 6: while key A's 10,000-address job runs, key B's single verifications that need
 DNS must stay within 2x of their idle p99 (docs/service.md, "Fairness").
@@ -18,12 +18,13 @@ with the same latency), every domain answering DNS after ``--dns-latency-ms``
 job's mail hosts; B's serves B's 20 mail hosts (pinned to 127.2.0.0/16, on the same SMTP port),
 so B's SMTP sessions do not queue behind the job's on one sandbox process's CPU. On the
 internet A's and B's mail hosts are other machines. ``--one-sandbox`` serves both keys' hosts
-from one process, as before. A SQLite store (or ``--db``, as ``benchmarks/service.py``) with
-two enterprise keys with custom limits far above the load; ``listhygiene serve`` as a subprocess
-with the sandbox's settings and every other setting the default (``benchmarks/service.py``'s
-``ServerProcess``): one server process answers the requests, and its job runner process runs the
-job. Five processes share the 2 cores: the two sandboxes, the server, its job runner and this
-one.
+from one process, as before; ``--dns-sandbox`` answers DNS from a third process (every mail host
+a name with its address there), A's mail hosts then served apart. A SQLite store (or ``--db``,
+as ``benchmarks/service.py``) with two enterprise keys with custom limits far above the load;
+``listhygiene serve`` as a subprocess with the sandbox's settings and every other setting the
+default (``benchmarks/service.py``'s ``ServerProcess``): one server process answers the
+requests, and its job runner process runs the job. Five processes share the 2 cores (six with
+``--dns-sandbox``): the sandboxes, the server, its job runner and this one.
 
 Measured, from this process, one request at a time (B is one client waiting for each answer):
 ``POST /a/v1/verify/single`` for ``someone@b<i>.fairness.test``, a new domain each time, so each
@@ -62,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine import SandboxProcess
 from listhygiene.db.engine import LOCK_TRACE_VARIABLE
 from listhygiene.sandbox.generate import DEFAULT_MIX, HOSTILE_MIX, generate_world
+from listhygiene.sandbox.world import World
 from listhygiene.service.store import Store
 from service import KEY_HEADER, ServerProcess, database, percentile
 
@@ -126,6 +128,30 @@ def build_world(
         b_world["domains"] = {n: dict(spec) for n, spec in b_domains.items()}
     random.Random(args.seed).shuffle(b_addresses)
     return world, b_world, list(generated.addresses), b_addresses
+
+
+def split_dns(world: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(a world that only answers DNS: every host a name with its address, no mail host; the
+    same world's mail hosts pinned to those addresses, for a sandbox of their own)."""
+    addresses = World.model_validate(world).host_addresses()
+
+    def address(value: str) -> str:
+        return addresses.get(value, value)
+
+    domains = {
+        name: {**spec, "a": [address(v) for v in spec["a"]]} if "a" in spec else dict(spec)
+        for name, spec in world["domains"].items()
+    }
+    for host, at in addresses.items():
+        domains.setdefault(host, {"a": [at]})
+    dns_world = {"domains": domains, "hosts": {}}
+    if world.get("dnsbl"):
+        dns_world["dnsbl"] = {z: [address(v) for v in vs] for z, vs in world["dnsbl"].items()}
+    hosts_world = {
+        **world,
+        "hosts": {n: {**spec, "address": addresses[n]} for n, spec in world["hosts"].items()},
+    }
+    return dns_world, hosts_world
 
 
 class PinnedSandboxProcess(SandboxProcess):
@@ -368,6 +394,11 @@ def main(argv: list[str] | None = None) -> int:
         help="serve B's mail hosts from the job's sandbox process too (the first measurements)",
     )
     parser.add_argument(
+        "--dns-sandbox",
+        action="store_true",
+        help="answer DNS from a sandbox process of its own (a resolver is not a mail host)",
+    )
+    parser.add_argument(
         "--lock-trace",
         action="store_true",
         help="SQLite: how long each process's write transactions waited for their turn and held "
@@ -380,22 +411,28 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="lh-fairness-") as tmp, ExitStack() as stack:
         folder = Path(tmp)
-        world_path = folder / "world.json"
-        world_path.write_text(json.dumps(world))
-        sandbox_dir = folder / "sandbox"
-        sandbox_dir.mkdir()
-        sandbox = stack.enter_context(SandboxProcess(world_path, sandbox_dir))
-        sandboxes: dict[str, SandboxProcess] = {"sandbox (A's hosts, DNS)": sandbox}
-        if b_world is not None:
-            b_path = folder / "b-world.json"
-            b_path.write_text(json.dumps(b_world))
-            b_dir = folder / "b-sandbox"
-            b_dir.mkdir()
-            sandboxes["sandbox (B's hosts)"] = stack.enter_context(
-                PinnedSandboxProcess(b_path, b_dir, sandbox.smtp_port)
-            )
+
+        def start(name: str, spec: dict[str, Any], port: int | None = None) -> SandboxProcess:
+            """A sandbox process serving ``spec`` (its mail hosts on ``port`` when given)."""
+            path = folder / f"{name}.json"
+            path.write_text(json.dumps(spec))
+            (folder / name).mkdir()
+            if port is None:
+                return stack.enter_context(SandboxProcess(path, folder / name))
+            return stack.enter_context(PinnedSandboxProcess(path, folder / name, port))
+
+        if args.dns_sandbox:  # DNS for every name apart, A's hosts in a sandbox of their own
+            dns_world, a_world = split_dns(world)
+            sandbox = start("dns", dns_world)
+            sandboxes = {
+                "sandbox (DNS)": sandbox,
+                "sandbox (A's hosts)": start("a", a_world, sandbox.smtp_port),
+            }
         else:
-            sandboxes = {"sandbox": sandbox}
+            sandbox = start("world", world)
+            sandboxes = {"sandbox (A's hosts, DNS)" if b_world else "sandbox": sandbox}
+        if b_world is not None:
+            sandboxes["sandbox (B's hosts)"] = start("b", b_world, sandbox.smtp_port)
         if args.lock_trace:  # inherited by the server and its job runner
             (folder / "lock-trace").mkdir()
             os.environ[LOCK_TRACE_VARIABLE] = str(folder / "lock-trace")
@@ -420,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         "job_domains": args.job_domains,
         "latency_ms": args.latency_ms,
         "dns_latency_ms": args.dns_latency_ms,
-        "sandboxes": 1 if args.one_sandbox else 2,
+        "sandboxes": (1 if args.one_sandbox else 2) + args.dns_sandbox,
         "store": "postgresql" if args.db and args.db.startswith("postgres") else "sqlite",
     }
     idle, during = report["idle"], report["during"]
