@@ -7,8 +7,9 @@
   (``service/store/retry.py``), never a hang (docs/service.md, Faults). A URL's own parameters
   win.
 - SQLite runs in WAL mode (readers do not block the writer), waits up to 30 s for a lock
-  instead of failing, enforces foreign keys, and may be used from any thread. Python's sqlite3
-  module does not begin a transaction before DDL or before a read, so the engine takes over:
+  instead of failing (``connect_args={"timeout": seconds}`` sets another busy timeout),
+  enforces foreign keys, and may be used from any thread. Python's sqlite3 module does not
+  begin a transaction before DDL or before a read, so the engine takes over:
   every transaction starts with an explicit ``BEGIN``, and :func:`transaction` with
   ``write=True`` starts with ``BEGIN IMMEDIATE``, which takes the write lock at once. A
   transaction that reads and then writes must do that: in WAL mode a deferred one that finds
@@ -45,7 +46,7 @@ from sqlalchemy.pool import StaticPool
 
 try:
     import fcntl
-except ImportError:  # not on Windows: writers of several processes meet in the busy handler
+except ImportError:  # Windows has no flock: writers of several processes meet in the busy handler
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["make_engine", "normalize_url", "transaction"]
