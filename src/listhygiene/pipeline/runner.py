@@ -289,6 +289,7 @@ class Run:
             work.remove()  # a half-read input is refused, not resumed: nothing is left
             raise
         distinct = tables.distinct()
+        _release_memory()  # the read's batches are gone: their pages go back before verifying
         self.bad_records = [dataclasses.asdict(b) for b in source.info.bad_records]
         work.set_stage(
             "read",
