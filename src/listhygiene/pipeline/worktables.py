@@ -79,13 +79,22 @@ class WorkTables:
     """DuckDB over one run's work folder; :meth:`close` it (it removes what spilled)."""
 
     def __init__(self, work: WorkDir, *, memory_limit: str | None = None) -> None:
-        import duckdb
-
         self.work = work
         self.spill = work.path / "spill"
         self.memory_limit = memory_limit or MEMORY_LIMIT
+        self._db: Any = None
+        self._connect()  # a bad limit fails here, before any work
+
+    @property
+    def db(self) -> Any:
+        """The DuckDB connection, opened again after :meth:`rest`."""
+        return self._db if self._db is not None else self._connect()
+
+    def _connect(self) -> Any:
+        import duckdb
+
         try:
-            self.db = duckdb.connect(
+            self._db = duckdb.connect(
                 config={
                     "memory_limit": self.memory_limit,
                     "temp_directory": str(self.spill),
@@ -99,12 +108,18 @@ class WorkTables:
                 f"{MEMORY_VARIABLE}={self.memory_limit!r} cannot be used as DuckDB's memory "
                 f"limit ({_first_line(exc)}); give a size such as 256MB or 1GB"
             ) from None
-        self._closed = False
+        return self._db
+
+    def rest(self) -> None:
+        """Close the connection until it is needed again: DuckDB gives back the memory its
+        queries kept, which the verification meanwhile needs more (docs/pipeline.md,
+        "Memory")."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self.db.close()
+        self.rest()
         shutil.rmtree(self.spill, ignore_errors=True)
 
     def __enter__(self) -> "WorkTables":
@@ -128,6 +143,7 @@ class WorkTables:
             )
             with self._memory("finding the distinct addresses"):
                 self._copy(query, path)
+            self.rest()
         return self.count(_DISTINCT)
 
     def pending(self) -> int:
@@ -149,6 +165,7 @@ class WorkTables:
                 f"SELECT {ADDRESS} FROM ({query}) ORDER BY file_row_number",
                 self.work.path / PENDING,
             )
+        self.rest()
         return self.count(PENDING)
 
     def addresses(self, name: str, size: int) -> Iterator["pa.Array"]:
