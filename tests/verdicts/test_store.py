@@ -434,3 +434,31 @@ def test_two_processes_saving_big_batches_at_once_keep_the_newer_verdicts(url: s
     assert found.num_rows == 1200
     assert set(found.column("status").to_pylist()) == {"invalid"}  # the newer writer's
     assert set(found.column("checked_at").to_pylist()) == {2000.0}
+
+
+def test_a_runs_writes_go_on_a_thread_and_their_errors_come_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+
+    from listhygiene.pipeline.verdict_memory import RunVerdicts
+
+    url = f"sqlite:///{tmp_path / 'verdicts.sqlite'}"
+    memory = RunVerdicts(VerdictStore(url), Freshness.of(None), fresh=False, owned=True)
+    memory.save(mixed(30), backend="local")
+    memory.save(mixed(30, prefix="other"), backend="local")
+    memory.close()  # waits for the write in flight
+    with VerdictStore(url) as store:
+        assert store.stats()["verdicts"] == 60
+    # a write that fails surfaces at the next write, at flush (the report), and at close a log
+    broken = RunVerdicts(VerdictStore(url), Freshness.of(None), fresh=False, owned=True)
+    with broken.store.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE verdicts")
+    broken.save(mixed(3), backend="local")  # returns: the write runs on the writer thread
+    with pytest.raises(VerdictStoreError, match="no such table: verdicts"):
+        broken.save(mixed(3, prefix="next"), backend="local")
+    broken.save(mixed(3, prefix="again"), backend="local")
+    with pytest.raises(VerdictStoreError, match="no such table: verdicts"):
+        broken.flush()
+    broken.save(mixed(3, prefix="last"), backend="local")
+    broken.close()
+    assert "keeping the last verdicts" in caplog.text

@@ -3,14 +3,18 @@
 PRODUCT.md, "Verdict store"; docs/pipeline.md "Verdict store". Before anything is submitted, the
 run's addresses without a result are looked up in the store in bulk; the fresh verdicts become
 the run's results (credits 0: this run paid nothing for them) and only the rest are verified.
-Every result the backend returns is written to the store as it arrives, so a killed run loses
-none. The stored status of each address verified again is kept in the work folder
-(``previous/``), so that the run, resumed or not, lists the rows whose address changed.
+Every result the backend returns is written to the store as it arrives, on a writer thread of
+its own while the run verifies the next job (one write in flight; a failed write fails the run
+at the next write or at the report), so a killed run loses at most the write in flight. The
+stored status of each address verified again is kept in the work folder (``previous/``), so
+that the run, resumed or not, lists the rows whose address changed.
 """
 
+import logging
 import os
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,6 +27,8 @@ if TYPE_CHECKING:
     from listhygiene.verdicts import Freshness, VerdictStore
 
 __all__ = ["CHANGED", "VERDICTS_VARIABLE", "RunVerdicts", "open_verdicts"]
+
+log = logging.getLogger(__name__)
 
 VERDICTS_VARIABLE = "LISTHYGIENE_VERDICTS"
 #: The output listing the rows whose address changed status since its stored verdict.
@@ -65,10 +71,29 @@ class RunVerdicts:
         self.freshness = freshness
         self.fresh = fresh
         self._owned = owned
+        self._writer: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None
 
     def close(self) -> None:
-        if self._owned:
-            self.store.close()
+        """Wait for the write in flight, then close the store if the run opened it. A write
+        that fails here is logged, not raised: the run has already ended (a successful one
+        waited in :meth:`report`), and its own error, if any, is the one to see."""
+        try:
+            self.flush()
+        except Exception as exc:  # see the docstring
+            log.error("keeping the last verdicts in %s failed: %s", self.store.shown, exc)
+        finally:
+            if self._writer is not None:
+                self._writer.shutdown(wait=True)
+                self._writer = None
+            if self._owned:
+                self.store.close()
+
+    def flush(self) -> None:
+        """Wait for the write in flight; its error, if it failed."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
 
     def reuse(self, work: "WorkDir", missing: "pa.Array", *, check_smtp: bool) -> "pa.Array":
         """Take the fresh stored verdicts of ``missing`` as results; what is left to verify.
@@ -108,8 +133,15 @@ class RunVerdicts:
         return pc.filter(missing, pc.invert(pc.is_in(missing, value_set=reused.column(KEY))))
 
     def save(self, results: "pa.Table", *, backend: str) -> None:
-        """Keep results as they arrive (blocking: the caller runs it on a thread), a bounded
-        slice at a time."""
+        """Keep results as they arrive: waits for the write before (and raises its error),
+        then hands these to the writer thread and returns, so that the store's write overlaps
+        the next job's verification (docs/pipeline.md, "Verdict store speed")."""
+        self.flush()
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="verdict-store")
+        self._pending = self._writer.submit(self._write, results, backend)
+
+    def _write(self, results: "pa.Table", backend: str) -> None:
         for start in range(0, results.num_rows, SAVE_BATCH):
             self.store.save(results.slice(start, SAVE_BATCH), backend=backend)
 
@@ -133,7 +165,9 @@ class RunVerdicts:
 
     def report(self, work: "WorkDir", transitions: Mapping[str, int]) -> dict[str, Any]:
         """The summary's ``verdict_store``: the store, what reuse saved, the transitions
-        (``previous->now`` counts of the addresses whose status changed)."""
+        (``previous->now`` counts of the addresses whose status changed). Waits for the write
+        in flight first: a run whose verdicts could not be kept fails before it publishes."""
+        self.flush()
         counts = work.manifest.get(_MANIFEST, {})
         return {
             "store": self.store.shown,

@@ -26,6 +26,7 @@ import os
 import secrets
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -189,6 +190,17 @@ class VerdictStore:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """The database's errors (SQLAlchemy's or the driver's own cursor's) as one
+        :class:`VerdictStoreError` line that names the store."""
+        driver_error: type[Exception] = self.engine.dialect.loaded_dbapi.Error
+        try:
+            yield
+        except (sa.exc.SQLAlchemyError, driver_error) as exc:
+            reason = getattr(exc, "orig", None) or exc
+            raise VerdictStoreError(f"the verdict store {self.shown}: {reason}") from exc
+
     # -- hashing ---------------------------------------------------------------------------------
 
     def _hashing_key(self, pepper: str | None) -> bytes:
@@ -242,7 +254,7 @@ class VerdictStore:
         wanted = pc.filter(addresses, pc.fill_null(pc.not_equal(addresses, ""), False))
         hashed = pa.array([], pa.string())
         column = _columns([])
-        with self.engine.connect() as conn:
+        with self._errors(), self.engine.connect() as conn:
             empty = conn.execute(sa.select(verdicts.c.key).limit(1)).first() is None
             if not empty:  # a first cleaning hashes each address once, when it is saved
                 hashed = pa.array(self.hashes(wanted.to_pylist()), pa.string())
@@ -333,7 +345,7 @@ class VerdictStore:
         # random (3x faster on SQLite past its page cache), and writers sharing a store lock
         # rows in the same order (docs/pipeline.md, "Verdict store speed")
         order = pc.sort_indices(columns["key"])
-        with transaction(self.engine, write=True) as conn:
+        with self._errors(), transaction(self.engine, write=True) as conn:
             ids = self._domain_ids(conn, hosts, moment)
             at = pc.index_in(known.column("domain"), value_set=pa.array(list(ids), pa.string()))
             columns["domain_id"] = pc.take(pa.array(list(ids.values()), pa.int64()), at)
