@@ -439,7 +439,6 @@ def test_two_processes_saving_big_batches_at_once_keep_the_newer_verdicts(url: s
 def test_a_runs_writes_go_on_a_thread_and_their_errors_come_back(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-
     from listhygiene.pipeline.verdict_memory import RunVerdicts
 
     url = f"sqlite:///{tmp_path / 'verdicts.sqlite'}"
