@@ -43,7 +43,7 @@ __all__ = [
 MEMORY_VARIABLE = "LISTHYGIENE_WORK_MEMORY"
 #: DuckDB's share of the run's memory; what is over it spills to disk (docs/pipeline.md,
 #: "Memory": with great-expectations' process beside it, the run's tree stays within 1 GiB).
-MEMORY_LIMIT = os.environ.get(MEMORY_VARIABLE, "256MB")
+MEMORY_LIMIT = os.environ.get(MEMORY_VARIABLE, "192MB")
 #: DuckDB's threads: one per core, at most two (each thread holds buffers of its own).
 THREADS = max(1, min(2, os.cpu_count() or 1))
 #: The result columns shared by many addresses (a domain's facts, a status and its reason): the
@@ -284,9 +284,10 @@ class WorkTables:
             )
             self.db.execute("DROP TABLE keyed")
             # The sort streams its rows out while the writer holds a part of every column:
-            # within a quarter of the limit it spills more, for a sixth more CPU and 190 MB
-            # less at 10,000,000 rows (docs/pipeline.md, "Memory").
-            sort_limit = _fraction(self.memory_limit, 4)
+            # within half the limit it spills more, for a little more CPU and a smaller peak
+            # (a quarter of 192 MB ran out of memory at 10,000,000 rows: docs/pipeline.md,
+            # "Memory").
+            sort_limit = _fraction(self.memory_limit, 2)
             if sort_limit is not None:
                 self.db.execute(f"SET memory_limit = {_literal(sort_limit)}")
             reader = self.db.sql(f"SELECT * FROM matched ORDER BY {ROW}").to_arrow_reader(
