@@ -300,6 +300,28 @@ async def test_slow_banner_outlasts_an_impatient_client(sandbox: Sandbox) -> Non
     patient.close()
 
 
+async def test_a_client_hanging_up_before_a_slow_banner_is_closed_at_once(
+    tarpit: Sandbox,
+) -> None:
+    """The tarpit's banner comes after 120 s; a client that gives up first is seen to leave
+    (before, the server's side stayed half-open until the kernel dropped it, 60 s later)."""
+    stats = tarpit.stats("mx.slow.test")
+    _, writer = await asyncio.open_connection(tarpit.address_of("mx.slow.test"), tarpit.smtp_port)
+    for _ in range(300):  # the server's loop runs in another thread
+        if stats.active == 1:
+            break
+        await asyncio.sleep(0.05)
+    assert stats.active == 1
+    writer.close()
+    await writer.wait_closed()
+    for _ in range(600):  # 30 s at most: well before the kernel's 60 s and the banner's 120 s
+        if stats.active == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert stats.active == 0
+    assert len(stats.closed_at) == 1
+
+
 async def test_connection_refused(sandbox: Sandbox) -> None:
     with pytest.raises(aiosmtplib.SMTPConnectError) as refused:
         await client(sandbox, "mx.refused.test").connect()

@@ -225,7 +225,14 @@ class _SandboxSMTP(SMTP):
         stats.max_active = max(stats.max_active, stats.active)
         delay = (spec.banner_delay_ms + spec.latency_ms) / 1000
         if delay:
-            await asyncio.sleep(delay)
+            try:
+                await asyncio.sleep(delay)
+            except asyncio.CancelledError:
+                # the client hung up before the banner (aiosmtpd cancels the handler on EOF):
+                # close our side too, or the connection lingers half-open (CLOSE-WAIT)
+                if self.transport is not None:
+                    self.transport.close()
+                raise
         if spec.max_connections is not None and stats.active > spec.max_connections:
             await self._refuse(TOO_MANY_CONNECTIONS.format(host=self.host.name))
             return
