@@ -54,14 +54,14 @@ __all__ = [
     "CHECKS",
     "ROW_COLUMN",
     "STATUSES",
+    "WORKER_VARIABLE",
     "CheckResult",
     "QualityReport",
     "QualityWorker",
     "check_outputs",
+    "default_worker_kind",
     "run_quality_checks",
     "status_files",
-    "WORKER_VARIABLE",
-    "default_worker_kind",
     "warm_up",
 ]
 
