@@ -192,31 +192,6 @@ def test_the_quality_worker_variable_chooses_where_gx_is_imported(
     assert result.summary["quality"]["passed"]
 
 
-def test_a_wrong_quality_worker_variable_is_a_configuration_error(
-    sandbox: Sandbox, contacts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("LISTHYGIENE_QUALITY_WORKER", "fork")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "listhygiene.cli",
-            "clean",
-            str(contacts),
-            "--out",
-            str(tmp_path / "o"),
-            "--no-smtp",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **sandbox.engine_environment()},
-    )
-    assert done.returncode == 2, done.stderr
-    assert "LISTHYGIENE_QUALITY_WORKER='fork'" in done.stderr
-    assert "Traceback" not in done.stderr
-    assert not (tmp_path / "o").exists()  # refused before any work
-
-
 def test_column_names_that_clash_with_result_columns(sandbox: Sandbox, tmp_path: Path) -> None:
     path = tmp_path / "clash.csv"
     path.write_text("email,status,score\nalice@acme.test,customer,7\n")

@@ -103,6 +103,16 @@ def test_human_output_without_json(env: dict[str, str], reachable: Path, tmp_pat
         json.loads(done.stdout)
 
 
+def test_a_wrong_quality_worker_variable_exits_2_before_any_work(
+    env: dict[str, str], reachable: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "o"
+    done = run({**env, "LISTHYGIENE_QUALITY_WORKER": "fork"}, str(reachable), "--out", str(out))
+    assert done.returncode == 2, done.stderr
+    assert "LISTHYGIENE_QUALITY_WORKER='fork'" in one_error_line(done.stderr)
+    assert not out.exists()
+
+
 def test_usage_errors_exit_2(env: dict[str, str], reachable: Path, tmp_path: Path) -> None:
     missing_out = run(env, str(reachable))
     assert missing_out.returncode == 2, missing_out.stderr
