@@ -37,9 +37,11 @@ demo: install
 		$(BIN)/listhygiene clean sample_data/crm_export.csv --out out/demo || exit 1; \
 	echo "outputs: $(CURDIR)/out/demo (open out/demo/report.html in a browser)"
 
+# Two pytest-xdist workers, one test module each at a time (--dist loadfile keeps a module's
+# fixtures in one process): most tests wait on sandbox mail hosts, so two processes halve the time.
 test: install
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
 
 # The end-to-end tests: Airflow (LocalExecutor, then Celery with two workers), Dagster's web
 # server and daemon, the sandbox and the service, each a real process (tests/e2e/). They need the

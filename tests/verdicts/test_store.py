@@ -1,6 +1,7 @@
 """The verdict store on a real SQLite file and a real PostgreSQL server: what it keeps, what it
 gives back, what is fresh, and that concurrent writers never lose the newer verdict."""
 
+import logging
 import multiprocessing
 import time
 from collections.abc import Callable, Iterator
@@ -437,9 +438,16 @@ def test_two_processes_saving_big_batches_at_once_keep_the_newer_verdicts(url: s
 
 
 def test_a_runs_writes_go_on_a_thread_and_their_errors_come_back(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from listhygiene.pipeline.verdict_memory import RunVerdicts
+    from listhygiene.pipeline.verdict_memory import RunVerdicts, log
+
+    # an earlier test in the same process may have configured logging (Airflow's
+    # dictConfig disables existing loggers): the log must reach caplog whatever ran before
+    for logger in (log, log.parent):
+        monkeypatch.setattr(logger, "disabled", False)
+        monkeypatch.setattr(logger, "propagate", True)
+    caplog.set_level(logging.ERROR, logger=log.name)
 
     url = f"sqlite:///{tmp_path / 'verdicts.sqlite'}"
     memory = RunVerdicts(VerdictStore(url), Freshness.of(None), fresh=False, owned=True)
