@@ -10,7 +10,9 @@
   for an input that can be read again as it was (a local Parquet file, an in-memory table:
   ``Source.rereadable``), the row number and address alone, and the manifest's ``inputs`` says
   ``"source"``. LZ4, not zstd: the parts live for one run, and zstd's smaller files cost a
-  third more time to write (docs/pipeline.md, "Speed");
+  third more time to write; and without dictionaries or string statistics, which cost more
+  than half of the write and make every read of the parts slower (most cells of a contact
+  list are distinct: docs/pipeline.md, "Speed");
 - ``results/part-NNNNNN.parquet``: results as they arrive, each part written atomically; a
   killed run loses at most the results not yet flushed. Each part's metadata says whether any
   of its results has an ``email`` other than the address asked (:data:`OWN_EMAIL`), so that the
@@ -190,7 +192,13 @@ class WorkDir:
         (self.path / "rows").mkdir()
 
     def write_rows(self, index: int, table: "pa.Table") -> None:
-        _write_atomic(table, self.path / "rows" / f"part-{index:05d}.parquet", compression="lz4")
+        _write_atomic(
+            table,
+            self.path / "rows" / f"part-{index:05d}.parquet",
+            compression="lz4",
+            use_dictionary=False,
+            write_statistics=[ROW] if ROW in table.column_names else False,
+        )
 
     def rows(self, columns: list[str] | None = None) -> Iterator["pa.Table"]:
         """The staged parts in order (``columns`` of them only, when given)."""
@@ -282,9 +290,9 @@ def _shifted(array: "pa.Array") -> "pa.Array":
     return pa.concat_arrays([pa.array([None], array.type), array.slice(0, len(array) - 1)])
 
 
-def _write_atomic(table: "pa.Table", path: Path, compression: str = "zstd") -> None:
+def _write_atomic(table: "pa.Table", path: Path, compression: str = "zstd", **options: Any) -> None:
     import pyarrow.parquet as pq
 
     tmp = path.with_suffix(".tmp")
-    pq.write_table(table, tmp, compression=compression)
+    pq.write_table(table, tmp, compression=compression, **options)
     tmp.replace(path)
