@@ -12,7 +12,7 @@ test compares the two.
 from typing import TYPE_CHECKING
 
 from listhygiene.engine.providers import provider_of
-from listhygiene.engine.syntax import parse_addresses
+from listhygiene.engine.syntax import parse_columns
 from listhygiene.results import arrow_schema
 from listhygiene.statuses import DnsOutcome, Facts, MailboxOutcome, Reason, decide
 
@@ -23,128 +23,124 @@ if TYPE_CHECKING:
 
 __all__ = ["verify_column_without_smtp"]
 
+#: The DNS outcomes in a fixed order: a combination of facts is coded as a small integer.
+_OUTCOMES = tuple(DnsOutcome)
+#: The domain-less row's reputation: the one a result without a domain reports.
+_NO_REPUTATION = {"mx_ip": "", "is_listed": False, "blacklists": [], "checked": False}
+
 
 async def verify_column_without_smtp(engine: "Engine", values: "pa.Array") -> "pa.Table":
     """Results for ``values`` (strings) with ``check_smtp`` off, aligned with them.
 
     The table has :func:`listhygiene.results.arrow_schema` (internal columns included).
     """
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    parsed = parse_addresses(values)
-    valid = parsed.column("valid").combine_chunks()
-    domain = parsed.column("domain").combine_chunks()
-    local = parsed.column("local_part").combine_chunks()
+    parsed = parse_columns(values)
+    valid = parsed["valid"]
+    local = parsed["local_part"]
     n = len(values)
 
-    # per domain: DNS route, reputation, lists
-    domains = pc.unique(pc.drop_null(domain))
-    names = domains.to_pylist()
+    # per domain: DNS route, reputation, lists; one row more, last, for the addresses without
+    # a domain (invalid ones), holding what their results say, so that one take per column
+    # gives every address its value
+    encoded = pc.dictionary_encode(parsed["domain"])
+    names = encoded.dictionary.to_pylist()
     facts = await engine.domain_facts(names)
     lists = engine.lists
+    routes = [facts[d][0] for d in names]
     per_domain = {
-        "dns": pa.array([facts[d][0].outcome.value for d in names], pa.string()),
-        "mx_records": pa.array(
-            [list(facts[d][0].mx_records) for d in names], pa.list_(pa.string())
-        ),
-        "domain_reputation": pa.array(
-            [facts[d][1].model_dump(mode="json") for d in names],
-            arrow_schema().field("domain_reputation").type,
-        ),
-        "is_disposable": pa.array([lists.is_disposable(d) for d in names], pa.bool_()),
-        "is_free": pa.array([lists.is_free(d) for d in names], pa.bool_()),
-        "suggested": pa.array([engine.suggester.domain(d) for d in names], pa.string()),
-        "mx_provider": pa.array(
-            [provider_of([mx.name for mx in facts[d][0].exchangers], d) for d in names],
+        "dns": pa.array(
+            [route.outcome.value for route in routes] + [DnsOutcome.NOT_CHECKED.value],
             pa.string(),
         ),
-        "response_time": pa.array([facts[d][2] for d in names], pa.int64()),
-    }
-    index = pc.index_in(domain, value_set=domains)  # null for invalid addresses
-    spread = {name: pc.take(column, index) for name, column in per_domain.items()}
-
-    base_local = pc.utf8_lower(pc.replace_substring_regex(local, r"\+.*$", ""))
-    roles = pa.array(sorted(lists.roles), pa.string())
-    is_role = pc.fill_null(
-        pc.or_(
-            pc.is_in(pc.utf8_lower(local), value_set=roles), pc.is_in(base_local, value_set=roles)
+        "mx_records": pa.array(
+            [list(route.mx_records) for route in routes] + [[]], pa.list_(pa.string())
         ),
-        False,
-    )
-    dns = pc.fill_null(spread["dns"], DnsOutcome.NOT_CHECKED.value)
-    disposable = pc.fill_null(spread["is_disposable"], False)
-    free = pc.fill_null(spread["is_free"], False)
+        "domain_reputation": pa.array(
+            [facts[d][1].model_dump(mode="json") for d in names] + [_NO_REPUTATION],
+            arrow_schema().field("domain_reputation").type,
+        ),
+        "is_disposable": pa.array([lists.is_disposable(d) for d in names] + [False], pa.bool_()),
+        "is_free": pa.array([lists.is_free(d) for d in names] + [False], pa.bool_()),
+        "suggested": pa.array([engine.suggester.domain(d) for d in names] + [None], pa.string()),
+        "mx_provider": pa.array(
+            [
+                provider_of([mx.name for mx in route.exchangers], d)
+                for d, route in zip(names, routes, strict=True)
+            ]
+            + [None],
+            pa.string(),
+        ),
+        "response_time": pa.array([facts[d][2] for d in names] + [0], pa.int64()),
+    }
+    index = pc.fill_null(encoded.indices, len(names))  # the last row for invalid addresses
+    spread = {name: column.take(index) for name, column in per_domain.items()}
 
-    # one decision per distinct combination of facts
-    combo = pc.binary_join_element_wise(
-        pc.cast(valid, pa.string()),
-        dns,
-        pc.cast(disposable, pa.string()),
-        pc.cast(is_role, pa.string()),
-        "|",
-    )
-    combos = pc.unique(combo)
+    # a role's local part, or its part before a "+" tag
+    roles = pa.array(sorted(lists.roles), pa.string())
+    lowered = pc.utf8_lower(local)
+    is_role = pc.fill_null(pc.is_in(lowered, value_set=roles), False)
+    tagged = pc.fill_null(pc.match_substring(lowered, "+"), False)
+    if pc.any(tagged).as_py():
+        base = pc.replace_substring_regex(lowered.filter(tagged), r"\+.*$", "")
+        is_role = pc.or_(
+            is_role,
+            pc.replace_with_mask(pa.repeat(False, n), tagged, pc.is_in(base, value_set=roles)),
+        )
+
+    # one decision per distinct combination of facts, coded as (outcome, disposable, role)
+    # over the domain's row (whose validity it carries: the last row is the invalid one)
+    outcome_of = {outcome.value: code for code, outcome in enumerate(_OUTCOMES)}
+    row_code = np.array(
+        [outcome_of[d] for d in per_domain["dns"].to_pylist()], dtype=np.int64
+    ) * 2 + per_domain["is_disposable"].to_numpy(zero_copy_only=False)
+    row_code = row_code * 2 + (np.arange(len(row_code)) < len(names))
+    code = row_code[index.to_numpy()] * 2 + is_role.to_numpy(zero_copy_only=False)
+    present = np.unique(code)
     verdicts = []
-    for key in combos.to_pylist():
-        syntax_ok, outcome, disp, role = key.split("|")
+    for key in present.tolist():
+        rest, role = divmod(key, 2)
+        rest, syntax_ok = divmod(rest, 2)
+        outcome, disp = divmod(rest, 2)
         verdict_facts = Facts(
-            syntax_valid=syntax_ok == "true",
-            dns=DnsOutcome(outcome),
-            undetermined_reason=Reason.DNS_ERROR if outcome == DnsOutcome.ERROR.value else None,
-            is_disposable=disp == "true",
-            is_role=role == "true",
+            syntax_valid=bool(syntax_ok),
+            dns=_OUTCOMES[outcome],
+            undetermined_reason=Reason.DNS_ERROR
+            if _OUTCOMES[outcome] is DnsOutcome.ERROR
+            else None,
+            is_disposable=bool(disp),
+            is_role=bool(role),
         )
         verdicts.append((decide(verdict_facts), verdict_facts.undetermined_reason))
-    which = pc.index_in(combo, value_set=combos)
+    which = pa.array(np.searchsorted(present, code))
 
     def pick(values: list[object], type_: "pa.DataType") -> "pa.Array":
-        return pc.take(pa.array(values, type_), which)
+        return pa.array(values, type_).take(which)
 
-    null_text = pa.scalar(None, pa.string())
-    email = pc.if_else(
-        valid,
-        parsed.column("email").combine_chunks(),
-        pc.utf8_trim_whitespace(pc.cast(values, pa.string())),
-    )
     columns = {
-        "email": pc.fill_null(email, ""),
+        "email": pc.fill_null(pc.if_else(valid, parsed["email"], parsed["text"]), ""),
         "status": pick([v.status.value for v, _ in verdicts], pa.string()),
         "score": pick([v.score for v, _ in verdicts], pa.float64()),
         "is_deliverable": pick([v.is_deliverable for v, _ in verdicts], pa.bool_()),
-        "is_disposable": pc.and_(valid, disposable),
+        "is_disposable": spread["is_disposable"],
         "is_catchall": pa.repeat(False, n),
-        "is_role": pc.and_(valid, is_role),
-        "is_free": pc.and_(valid, free),
-        "domain": pc.fill_null(
-            pc.if_else(valid, parsed.column("domain_unicode").combine_chunks(), null_text), ""
-        ),
-        "mx_records": pc.if_else(
-            pc.is_null(spread["mx_records"]),
-            pa.scalar([], pa.list_(pa.string())),
-            spread["mx_records"],
-        ),
-        "domain_reputation": pc.if_else(
-            pc.is_null(spread["domain_reputation"]),
-            pa.scalar(
-                {"mx_ip": "", "is_listed": False, "blacklists": [], "checked": False},
-                per_domain["domain_reputation"].type,
-            ),
-            spread["domain_reputation"],
-        ),
+        "is_role": is_role,
+        "is_free": spread["is_free"],
+        "domain": pc.fill_null(parsed["domain_unicode"], ""),
+        "mx_records": spread["mx_records"],
+        "domain_reputation": spread["domain_reputation"],
         "smtp_check": pa.repeat(False, n),
         "reason": pick([v.reason.value if v.reason else None for v, _ in verdicts], pa.string()),
-        "response_time": pc.fill_null(spread["response_time"], 0),
+        "response_time": spread["response_time"],
         "credits_used": pick([v.credits_used for v, _ in verdicts], pa.int64()),
-        "dns": dns,
+        "dns": spread["dns"],
         "mailbox": pa.repeat(MailboxOutcome.NOT_CHECKED.value, n),
         "undetermined_reason": pick([r.value if r else None for _, r in verdicts], pa.string()),
         # the address likely meant: its local part at the suggested domain (engine/suggest.py)
-        "suggestion": pc.if_else(
-            pc.and_(valid, pc.is_valid(spread["suggested"])),
-            pc.binary_join_element_wise(local, spread["suggested"], "@"),
-            null_text,
-        ),
+        "suggestion": pc.binary_join_element_wise(local, spread["suggested"], "@"),
         "mx_provider": spread["mx_provider"],
     }
     schema = arrow_schema(internal=True)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from email_validator import ValidatedEmail
 
-__all__ = ["Address", "parse_address", "parse_addresses", "within_limits"]
+__all__ = ["Address", "parse_address", "parse_addresses", "parse_columns", "within_limits"]
 
 # The plain ASCII addresses that email-validator certainly accepts, unchanged but for the domain's
 # case: a dot-atom local part of at most 64 characters, LDH labels of at most 63 characters, a
@@ -33,6 +33,8 @@ _SIMPLE = re.compile(SIMPLE_ADDRESS)
 _DOT_ATOM = re.compile(rf"^[{_ATEXT}]{{1,64}}(?:\.[{_ATEXT}]+)*$")
 _PLAIN_DOMAIN = re.compile(r"^[A-Za-z0-9.\-\u0080-\U0010ffff]+$")
 _SPECIAL_TLDS = ("arpa", "invalid", "local", "localhost", "onion")
+#: What keeps an address matching :data:`SIMPLE_ADDRESS` off the vectorised path.
+_UNSIMPLE = r"--|\.(?:" + "|".join(_SPECIAL_TLDS) + r")$"
 
 #: Longer inputs are not addresses (RFC 5321: 254 octets for a path); refuse before parsing.
 _MAX_INPUT = 1024
@@ -177,38 +179,49 @@ def parse_addresses(values: "pa.Array | pa.ChunkedArray") -> "pa.Table":
     ``domain_unicode`` and ``needs_smtputf8``, aligned with ``values`` (null where invalid).
     """
     import pyarrow as pa
+
+    columns = parse_columns(values)
+    del columns["text"]
+    return pa.table(columns)
+
+
+def parse_columns(values: "pa.Array | pa.ChunkedArray") -> dict[str, "pa.Array"]:
+    """:func:`parse_addresses`' columns as arrays, and ``text``: the values as text, trimmed."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     text = pc.utf8_trim_whitespace(pc.cast(values, pa.string()))
     if isinstance(text, pa.ChunkedArray):
         text = text.combine_chunks()
-    lengths = pc.binary_length(text)  # the pattern admits ASCII only: octets are characters
+    # A plain address holds one "@": split there, by the list's offsets rather than a regular
+    # expression with groups, which cost more than the rest of this function together.
+    parts = pc.split_pattern(text, "@", max_splits=1, reverse=True)
+    starts = parts.offsets.to_numpy()[:-1]
     simple = pc.and_kleene(
         pc.match_substring_regex(text, SIMPLE_ADDRESS),
-        pc.and_kleene(
-            pc.less_equal(lengths, MAX_ADDRESS_OCTETS),
-            pc.invert(pc.match_substring(text, "--")),
-        ),
+        # "--" anywhere (possibly Punycode), or a special-use top-level name: the pattern
+        # guarantees a dot in the domain, so the name after the last one is a suffix
+        pc.invert(pc.match_substring_regex(text, _UNSIMPLE)),
     )
     simple = pc.fill_null(simple, False)
-    parts = pc.extract_regex(text, r"^(?P<local>.*)@(?P<domain>[^@]*)$")
-    local = pc.struct_field(parts, "local")
-    domain = pc.struct_field(parts, "domain")
-    tld = pc.struct_field(pc.extract_regex(domain, r"\.(?P<tld>[^.]*)$"), "tld")
+    mask = ~simple.to_numpy(zero_copy_only=False)
+    local = parts.values.take(pa.array(starts, mask=mask))
+    domain = parts.values.take(pa.array(starts + 1, mask=mask))
+    # RFC 5321's lengths (within_limits); the pattern admits ASCII only: octets are characters
+    local_length = pc.binary_length(local)
+    domain_length = pc.binary_length(domain)
     simple = pc.fill_null(
         pc.and_(
-            simple,
             pc.and_(
-                pc.and_(
-                    pc.less_equal(pc.binary_length(local), MAX_LOCAL_OCTETS),
-                    pc.less_equal(pc.binary_length(domain), MAX_DOMAIN_OCTETS),
-                ),
-                pc.invert(pc.is_in(tld, pa.array(_SPECIAL_TLDS))),
+                pc.less_equal(local_length, MAX_LOCAL_OCTETS),
+                pc.less_equal(domain_length, MAX_DOMAIN_OCTETS),
             ),
+            pc.less_equal(pc.add(local_length, domain_length), MAX_ADDRESS_OCTETS - 1),
         ),
         False,
     )
-    # the rest, one by one (rare in real lists: IDN, UTF-8, quoted, upper-case local parts)
+    # the rest, one by one (rare in real lists: IDN, UTF-8, quoted, upper-case local parts);
+    # without an "@" a value is no address, and needs no parse to say so
     null = pa.scalar(None, pa.string())
     columns = {
         "email": pc.if_else(simple, text, null),
@@ -218,7 +231,9 @@ def parse_addresses(values: "pa.Array | pa.ChunkedArray") -> "pa.Table":
     columns["domain_unicode"] = columns["domain"]
     valid = simple
     utf8 = pa.repeat(False, len(text))
-    rest = pc.invert(simple)
+    rest = pc.fill_null(
+        pc.and_(pc.invert(simple), pc.greater(pc.list_value_length(parts), 1)), False
+    )
     rest_values = pc.filter(text, rest).to_pylist()
     if rest_values:
         parsed = [parse_address(value) for value in rest_values]
@@ -228,10 +243,10 @@ def parse_addresses(values: "pa.Array | pa.ChunkedArray") -> "pa.Table":
             "domain": [a.domain if a else None for a in parsed],
             "domain_unicode": [a.domain_unicode if a else None for a in parsed],
         }
-        for name, values in fields.items():
-            columns[name] = pc.replace_with_mask(columns[name], rest, pa.array(values, pa.string()))
+        for name, found in fields.items():
+            columns[name] = pc.replace_with_mask(columns[name], rest, pa.array(found, pa.string()))
         valid = pc.replace_with_mask(valid, rest, pa.array([a is not None for a in parsed]))
         utf8 = pc.replace_with_mask(
             utf8, rest, pa.array([bool(a and a.needs_smtputf8) for a in parsed])
         )
-    return pa.table({"valid": valid, **columns, "needs_smtputf8": utf8})
+    return {"valid": valid, **columns, "needs_smtputf8": utf8, "text": text}
