@@ -212,9 +212,8 @@ def lock_trace(folder: Path, server: ServerProcess, window: list[float]) -> list
             at, pid, nice, caller, wait_ms, hold_ms = line.split()
             if not window[0] <= float(at) <= window[1]:
                 continue
-            role = "server" if int(pid) == server.pid else f"pid {pid}"
-            if int(nice) > 0 and role != "server":
-                role = f"job runner (nice {nice})"
+            # the runner's writer thread runs at the server's nice, the rest of it at its own
+            role = "server" if int(pid) == server.pid else f"job runner (nice {nice})"
             groups.setdefault((role, caller), []).append((float(wait_ms), float(hold_ms)))
     rows = []
     for (role, caller), spans in sorted(groups.items()):

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 from listhygiene.service.factory import CONFIG_VARIABLE, ServeConfig
 
@@ -131,17 +132,24 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-async def run_jobs(config: ServeConfig, *, parent: int | None = None) -> None:
+async def run_jobs(
+    config: ServeConfig, *, parent: int | None = None, store_writer: Executor | None = None
+) -> None:
     """Run the job worker and the webhook outbox of ``config`` until SIGTERM or SIGINT; with
     ``parent``, die at once (releasing nothing, like a killed server) when that process is
-    gone."""
+    gone. ``store_writer``: the thread the worker's SQLite writes run in (see :func:`main`)."""
     from listhygiene.engine import Engine, EngineSettings
     from listhygiene.service.outbox import Outbox
     from listhygiene.service.store import Store
     from listhygiene.service.worker import JobWorker
 
     store = Store(config.db, migrate=False)  # serve migrated it before starting this
-    worker = JobWorker(store, Engine(EngineSettings(**config.engine)), **config.worker)
+    worker = JobWorker(
+        store,
+        Engine(EngineSettings(**config.engine)),
+        store_writer=store_writer,
+        **config.worker,
+    )
     outbox = Outbox(
         store, allow_http=config.allow_http_webhooks, allow_private=config.allow_private_webhooks
     )
@@ -174,8 +182,13 @@ def main() -> None:
     parent = int(os.environ.get(PARENT_VARIABLE) or 0) or None
     if parent is not None:
         _die_with_parent(parent)
-    # Below the server processes in the CPU's queue, from its first import on: on a busy
-    # machine a request (or a server starting) goes first, a job takes what is left
+    # The thread of the job worker's SQLite writes, started first: at the server processes'
+    # priority, so that a write holding the lock they wait for is not left waiting for the CPU
+    # (on Linux a thread's nice value is its own, and a new thread inherits its creator's).
+    store_writer = ThreadPoolExecutor(1, thread_name_prefix="listhygiene-store-writer")
+    store_writer.submit(lambda: None).result()
+    # The rest below the server processes in the CPU's queue, from its first import on: on a
+    # busy machine a request (or a server starting) goes first, a job takes what is left
     # (docs/service.md, "Fairness").
     with contextlib.suppress(OSError, AttributeError):
         os.nice(RUNNER_NICENESS)
@@ -185,9 +198,9 @@ def main() -> None:
     try:
         import uvloop
     except ImportError:  # a dependency where it builds (pyproject.toml); else asyncio's loop
-        asyncio.run(run_jobs(config, parent=parent))
+        asyncio.run(run_jobs(config, parent=parent, store_writer=store_writer))
     else:
-        uvloop.run(run_jobs(config, parent=parent))
+        uvloop.run(run_jobs(config, parent=parent, store_writer=store_writer))
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ __all__ = [
     "Announce",
     "InsufficientCredits",
     "LostClaim",
+    "PreparedResults",
     "StoredJob",
     "UploadedRow",
     "claim_job",
@@ -57,8 +58,10 @@ __all__ = [
     "get_job",
     "heartbeat",
     "pending_addresses",
+    "prepare_results",
     "release_job",
     "results_page",
+    "save_prepared",
     "save_results",
 ]
 
@@ -360,7 +363,9 @@ def _held(worker_id: str, job_id: str) -> Any:
 
 def heartbeat(store: Store, job_id: str, worker_id: str) -> bool:
     """Say the worker is alive; False if the job is no longer its."""
-    with store.transaction() as conn:
+    # write=True: on SQLite a writer queues for its turn instead of in the busy handler
+    # (docs/service.md, "Fairness")
+    with store.transaction(write=True) as conn:
         done = conn.execute(
             update(Job).where(_held(worker_id, job_id)).values(heartbeat_at=utcnow())
         )
@@ -369,7 +374,7 @@ def heartbeat(store: Store, job_id: str, worker_id: str) -> bool:
 
 def release_job(store: Store, job_id: str, worker_id: str) -> None:
     """Give the job back at once (a worker stopping cleanly), for any worker to resume."""
-    with store.transaction() as conn:
+    with store.transaction(write=True) as conn:
         conn.execute(
             update(Job)
             .where(_held(worker_id, job_id))
@@ -393,6 +398,44 @@ def pending_addresses(store: Store, job_id: str) -> list[str]:
 # -- results -------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PreparedResults:
+    """A batch of one job's results made ready to write (:func:`prepare_results`): the rows of
+    ``job_results``, each address's form A and form B status, and the addresses charged."""
+
+    job_id: str
+    rows: list[dict[str, str]]
+    statuses: dict[str, tuple[str, str]]
+    charged: frozenset[str]
+
+
+def prepare_results(
+    job_id: str, results: Iterable[tuple[str, VerificationResult]]
+) -> PreparedResults:
+    """The CPU part of a save (the results serialised; the first of an address kept), which
+    needs no database: done before the write transaction, so that it holds the write lock for
+    the statements only (docs/service.md, "Fairness")."""
+    by_address: dict[str, VerificationResult] = {}
+    for address, result in results:
+        by_address.setdefault(address, result)
+    rows = []
+    statuses: dict[str, tuple[str, str]] = {}
+    for address, result in by_address.items():
+        status_b, _ = result.form_b_status()
+        status = statuses[address] = (str(result.status.value), str(status_b.value))
+        rows.append(
+            {
+                "job_id": job_id,
+                "address": address,
+                "status": status[0],
+                "status_b": status[1],
+                "result": result.model_dump_json(),
+            }
+        )
+    charged = frozenset(a for a, result in by_address.items() if result.credits_used > 0)
+    return PreparedResults(job_id, rows, statuses, charged)
+
+
 def save_results(
     store: Store,
     job_id: str,
@@ -405,9 +448,19 @@ def save_results(
     Returns how many addresses were new. With ``worker_id``, raises :class:`LostClaim` (writing
     nothing) if the job is no longer that worker's.
     """
-    by_address: dict[str, VerificationResult] = {}
-    for address, result in results:
-        by_address.setdefault(address, result)
+    return save_prepared(store, prepare_results(job_id, results), worker_id=worker_id)
+
+
+def save_prepared(store: Store, batch: PreparedResults, *, worker_id: str | None = None) -> int:
+    """:func:`save_results` of a batch made ready by :func:`prepare_results`.
+
+    On SQLite the write transaction holds the lock that every other writer of the file, the
+    server's admissions included, waits for (docs/service.md, "Fairness"), so it holds it for
+    the statements only: the heartbeat, one executemany of the rows, and the counts. How many
+    submitted rows each address has is read before it (they are fixed when the job is created).
+    """
+    job_id = batch.job_id
+    copies = _copies(store, job_id, list(batch.statuses)) if batch.rows else {}
     dialect_insert = postgresql.insert if store.backend == "postgresql" else sqlite.insert
     with store.transaction(write=True) as conn:
         holder = _held(worker_id, job_id) if worker_id else Job.id == job_id
@@ -417,58 +470,50 @@ def save_results(
         ).scalar_one_or_none()
         if form is None:
             raise LostClaim(job_id)
-        if not by_address:
+        if not batch.rows:
             return 0
-        rows = []
-        statuses: dict[str, str] = {}
-        for address, result in by_address.items():
-            status_b, _ = result.form_b_status()
-            statuses[address] = str(result.status.value if form == "a" else status_b.value)
-            rows.append(
-                {
-                    "job_id": job_id,
-                    "address": address,
-                    "status": str(result.status.value),
-                    "status_b": str(status_b.value),
-                    "result": result.model_dump_json(),
-                }
-            )
+        # An executemany: one cached statement, whatever the batch's size (a ``.values(rows)``
+        # of 100 rows was compiled anew for each batch, half the transaction's CPU).
         inserted = set(
             conn.execute(
                 dialect_insert(JobResult)
-                .values(rows)
                 .on_conflict_do_nothing(index_elements=[JobResult.job_id, JobResult.address])
-                .returning(JobResult.address)
+                .returning(JobResult.address),
+                batch.rows,
             ).scalars()
         )
         if not inserted:
             return 0
-        if form == "a":  # distinct addresses
-            copies = dict.fromkeys(inserted, 1)
-        else:  # submitted rows, duplicates included
-            counted = conn.execute(
-                select(JobRow.address, func.count())
-                .where(JobRow.job_id == job_id, JobRow.address.in_(inserted))
-                .group_by(JobRow.address)
-            )
-            copies = {str(address): int(number) for address, number in counted}
         columns = _COUNT_COLUMNS[form]
+        which = 0 if form == "a" else 1
         added = dict.fromkeys(columns.values(), 0)
-        processed = used = 0
+        processed = 0
         for address in inserted:
-            n = copies.get(address, 0)
+            # form A counts distinct addresses, form B submitted rows, duplicates included
+            n = 1 if form == "a" else copies.get(address, 0)
             processed += n
-            added[columns[statuses[address]]] += n
-            used += 1 if by_address[address].credits_used > 0 else 0
+            added[columns[batch.statuses[address][which]]] += n
         values: dict[str, Any] = {
             "processed": Job.processed + processed,
-            "credits_used": Job.credits_used + used,
+            "credits_used": Job.credits_used + len(inserted & batch.charged),
         }
         for column, n in added.items():
             if n:
                 values[column] = getattr(Job, column) + n
         conn.execute(update(Job).where(Job.id == job_id).values(**values))
         return len(inserted)
+
+
+def _copies(store: Store, job_id: str, addresses: list[str]) -> dict[str, int]:
+    """How many of the job's submitted rows hold each of ``addresses`` (a read: the rows do not
+    change once the job is created)."""
+    with store.transaction() as conn:
+        counted = conn.execute(
+            select(JobRow.address, func.count())
+            .where(JobRow.job_id == job_id, JobRow.address.in_(addresses))
+            .group_by(JobRow.address)
+        )
+        return {str(address): int(number) for address, number in counted}
 
 
 def _settle(store: Store, conn: Connection, job: StoredJob) -> None:

@@ -11,14 +11,15 @@ conditional update that matches once.
 """
 
 import asyncio
+import functools
 import logging
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import ParamSpec, TypeVar
 
 from sqlalchemy import exc as sa_exc
 
-__all__ = ["backoff", "is_transient", "retry_async"]
+__all__ = ["backoff", "is_transient", "retry_async", "retry_attempts"]
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +69,19 @@ async def retry_async(
     """``call(*args, **kwargs)`` in a thread, tried again after transient database errors for
     up to ``budget`` seconds of waiting; the last error is raised when the budget is spent (and
     any other error at once)."""
+    return await retry_attempts(
+        budget, functools.partial(asyncio.to_thread, call, *args, **kwargs), _name(call)
+    )
+
+
+async def retry_attempts(budget: float, attempt: Callable[[], Awaitable[_T]], name: str) -> _T:
+    """:func:`retry_async` for a store call made another way than in a thread: ``attempt()``
+    makes it once (the job worker's writes on SQLite, ``service/worker.py``); ``name`` is what
+    the log calls it."""
     waits = backoff(budget)
     while True:
         try:
-            return await asyncio.to_thread(call, *args, **kwargs)
+            return await attempt()
         except Exception as error:
             if not is_transient(error):
                 raise
@@ -80,11 +90,15 @@ async def retry_async(
                 raise
             log.warning(
                 "database unavailable in %s, trying again in %.1f s: %s",
-                getattr(call, "__name__", call),
+                name,
                 wait,
                 _first_line(error),
             )
             await asyncio.sleep(wait)
+
+
+def _name(call: object) -> str:
+    return str(getattr(call, "__name__", call))
 
 
 def _first_line(error: BaseException) -> str:

@@ -170,7 +170,7 @@ class Store:
             raise ValueError(f"unknown rate limits: {', '.join(sorted(unknown))}")
         key = KEY_PREFIX + secrets.token_urlsafe(32)
         key_id, now = new_id(), utcnow()
-        with self.transaction() as conn:
+        with self.transaction(write=True) as conn:
             conn.execute(
                 insert(ApiKey).values(
                     id=key_id,

@@ -103,7 +103,7 @@ def create(
 ) -> WebhookRow:
     """Register ``url`` for ``events`` of ``form`` on ``key_id``."""
     webhook_id, now = new_id(), utcnow()
-    with store.transaction() as conn:
+    with store.transaction(write=True) as conn:
         conn.execute(
             insert(Webhook).values(
                 id=webhook_id,
@@ -224,7 +224,7 @@ def enqueue(
     )
     if conn is not None:
         return int(conn.execute(statement).scalar_one())
-    with store.transaction() as own:
+    with store.transaction(write=True) as own:
         return int(own.execute(statement).scalar_one())
 
 
@@ -235,13 +235,19 @@ def due(
 
     A claimed delivery is not due again until the lease ends, unless it is marked first.
     """
+    query = (
+        select(*_OUTBOX_COLUMNS)
+        .where(WebhookOutbox.delivered_at.is_(None), WebhookOutbox.next_attempt_at <= now)
+        .order_by(WebhookOutbox.next_attempt_at, WebhookOutbox.id)
+        .limit(limit)
+    )
+    # A look first, without the write lock: the outbox is polled twice a second and is mostly
+    # empty, and on SQLite each write transaction queues every other writer of the file, the
+    # server's admissions included, behind it (docs/service.md, "Fairness").
+    with store.transaction() as conn:
+        if conn.execute(query.with_only_columns(WebhookOutbox.id)).first() is None:
+            return []
     with store.transaction(write=True) as conn:
-        query = (
-            select(*_OUTBOX_COLUMNS)
-            .where(WebhookOutbox.delivered_at.is_(None), WebhookOutbox.next_attempt_at <= now)
-            .order_by(WebhookOutbox.next_attempt_at, WebhookOutbox.id)
-            .limit(limit)
-        )
         if conn.dialect.name == "postgresql":
             query = query.with_for_update(skip_locked=True)
         rows = [_outbox_row(r) for r in conn.execute(query).all()]
@@ -263,7 +269,7 @@ def get_delivery(store: Store, delivery_id: int) -> OutboxRow | None:
 
 def mark_delivered(store: Store, delivery_id: int, when: datetime | None = None) -> None:
     """Record a successful attempt."""
-    with store.transaction() as conn:
+    with store.transaction(write=True) as conn:
         conn.execute(
             update(WebhookOutbox)
             .where(WebhookOutbox.id == delivery_id)
@@ -279,7 +285,7 @@ def mark_failed(
     store: Store, delivery_id: int, next_attempt_at: datetime | None, error: str
 ) -> None:
     """Record a failed attempt: retried at ``next_attempt_at``, or never again if None."""
-    with store.transaction() as conn:
+    with store.transaction(write=True) as conn:
         conn.execute(
             update(WebhookOutbox)
             .where(WebhookOutbox.id == delivery_id)
