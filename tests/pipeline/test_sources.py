@@ -957,3 +957,32 @@ def test_postgres_unreachable_fails_quickly_and_masks_the_password() -> None:
     assert "s3cret-pw" not in message
     assert message.startswith("postgresql://postgres:***@127.0.0.1:1/test")
     assert "connection" in message.lower()
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5, 8, 64])
+def test_utf8_check_by_blocks_says_where_the_text_stops_decoding(
+    tmp_path: Path, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Arrow validates each block and Python's decoder only says where: characters a block's
+    end cuts in two are whole, and the offset is the first byte that does not decode."""
+    from listhygiene.pipeline import _encoding
+
+    monkeypatch.setattr(_encoding, "_BLOCK", block)
+    good = "name,email\nJosé,\u00e9\u4e2d\U0001f600@x.test\n".encode()
+    for data in (
+        good,
+        good + b"bad \xff here\n",
+        good[:-3] + b"\xe4\xb8",  # cut short at the end
+        good + b"\xed\xa0\x80",  # a surrogate
+        good + b"\xc0\x80",  # overlong
+        b"\x80" + good,
+    ):
+        path = tmp_path / "t.csv"
+        path.write_bytes(b"\xef\xbb\xbf" + data)
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            with pytest.raises(SourceError, match=f"at byte offset {3 + exc.start} "):
+                _encoding._check_utf8(path, 3, "utf-8", detected=True)
+        else:
+            _encoding._check_utf8(path, 3, "utf-8", detected=True)

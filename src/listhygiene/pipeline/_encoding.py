@@ -108,7 +108,57 @@ def _settle(path: Path, start: int, codec: str, reported: str, *, detected: bool
 
 
 def _check_utf8(path: Path, start: int, reported: str, *, detected: bool) -> None:
-    _decode_all(path, start, "utf-8", reported, detected=detected, out=None)
+    """Check that the file from ``start`` is UTF-8, block by block, with Arrow's validation
+    (some 25 times quicker than Python's decoder, which is asked only where a block fails, to
+    say where: docs/pipeline.md, "Speed")."""
+    offset = start  # of data[0] in the file
+    carry = b""  # a character the previous block's end cut in two
+    with path.open("rb") as file:
+        file.seek(start)
+        while True:
+            block = file.read(_BLOCK)
+            final = not block
+            data = carry + block if carry else block
+            cut = len(data) if final or data.isascii() else _whole_characters(data)
+            if not _valid_utf8(data, cut):
+                try:
+                    codecs.decode(data[:cut], "utf-8", "strict")
+                except UnicodeDecodeError as exc:
+                    raise _undecodable(path, reported, offset + exc.start, exc, detected) from None
+            offset += cut
+            carry = data[cut:]
+            if final:
+                return
+
+
+def _whole_characters(data: bytes) -> int:
+    """The length of ``data`` without a multi-byte character its end cuts short."""
+    lead = len(data) - 1
+    while lead >= max(0, len(data) - 4) and data[lead] & 0xC0 == 0x80:
+        lead -= 1
+    if lead < 0 or lead < len(data) - 4:
+        return len(data)  # no lead byte where one should be: not UTF-8, said when checked
+    first = data[lead]
+    needed = 1 if first < 0xC0 else 2 if first < 0xE0 else 3 if first < 0xF0 else 4
+    return lead if lead + needed > len(data) else len(data)
+
+
+def _valid_utf8(data: bytes, end: int) -> bool:
+    """Whether ``data[:end]`` is UTF-8 (Arrow's validation of one string value)."""
+    import pyarrow as pa
+
+    if data.isascii():
+        return True
+    text = pa.Array.from_buffers(
+        pa.string(),
+        1,
+        [None, pa.array([0, end], pa.int32()).buffers()[1], pa.py_buffer(data)],
+    )
+    try:
+        text.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 def _decode_all(
