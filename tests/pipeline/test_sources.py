@@ -986,3 +986,42 @@ def test_utf8_check_by_blocks_says_where_the_text_stops_decoding(
                 _encoding._check_utf8(path, 3, "utf-8", detected=True)
         else:
             _encoding._check_utf8(path, 3, "utf-8", detected=True)
+
+
+def test_csv_chunks_are_parsed_ahead_in_a_thread_and_it_stops_with_the_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next chunk is parsed while the caller works on this one (docs/pipeline.md,
+    "Speed"); a caller that stops early leaves no thread behind, and errors arrive in place."""
+    import threading
+
+    from listhygiene.pipeline import _delimited
+
+    monkeypatch.setattr(_delimited, "_MIN_CHUNK", 64)
+    monkeypatch.setattr(_delimited, "_MAX_CHUNK", 64)
+    parsed_in: set[str] = set()
+    real = _delimited.CsvSource._parse_chunk
+
+    def parse_chunk(self: _delimited.CsvSource, chunk: bytes, at_end: bool) -> object:
+        parsed_in.add(threading.current_thread().name)
+        return real(self, chunk, at_end)
+
+    monkeypatch.setattr(_delimited.CsvSource, "_parse_chunk", parse_chunk)
+    path = tmp_path / "p.csv"
+    path.write_text("email,n\n" + "".join(f"user{i}@x.test,{i}\n" for i in range(500)))
+    source = open_source(path)
+    assert [row["n"] for row in rows_of(source, rows=7)] == [str(i) for i in range(500)]
+    assert parsed_in == {"listhygiene-read-ahead"}
+
+    batches = source.batches(rows=5)
+    assert next(batches).num_rows == 5
+    batches.close()
+    assert not [t for t in threading.enumerate() if t.name == "listhygiene-read-ahead"]
+
+    def broken(self: _delimited.CsvSource, chunk: bytes, at_end: bool) -> object:
+        raise SourceError("broken on purpose")
+
+    monkeypatch.setattr(_delimited.CsvSource, "_parse_chunk", broken)
+    with pytest.raises(SourceError, match="broken on purpose"):
+        list(source.batches())
+    assert not [t for t in threading.enumerate() if t.name == "listhygiene-read-ahead"]

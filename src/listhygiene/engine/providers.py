@@ -6,6 +6,7 @@ company's own server), and a security gateway (Proofpoint, Mimecast, Barracuda) 
 the mailbox host behind it. The preferred MX decides: it is the host a sender talks to.
 """
 
+import functools
 from collections.abc import Sequence
 
 __all__ = ["LABELS", "OTHER", "PROVIDERS", "SELF_HOSTED", "provider_of"]
@@ -56,8 +57,12 @@ def provider_of(mx_hosts: Sequence[str], domain: str) -> str | None:
     implicit MX is the domain itself); None when there is no host."""
     if not mx_hosts:
         return None
-    host = mx_hosts[0].lower().rstrip(".")
-    own = domain.lower().rstrip(".")
+    return _classify(mx_hosts[0].lower().rstrip("."), domain.lower().rstrip("."))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _classify(host: str, own: str) -> str:
+    """Remembered: a bulk run asks again for every domain in each of its jobs."""
     for name, suffixes in _RULES:
         if any(_under(host, suffix) for suffix in suffixes):
             return name
