@@ -22,8 +22,8 @@ from tests.service.live import SLOW_WORLD, Server, b
 
 CREDITS = 100
 SANDBOX_WORLD = SLOW_WORLD
-#: The first statement of a save of results (store/jobs.py, save_results), as pg_stat_activity
-#: shows it: a heartbeat is the same UPDATE without RETURNING.
+#: The first statement of a save's write transaction (store/jobs.py, save_prepared), as
+#: pg_stat_activity shows it: a heartbeat is the same UPDATE without RETURNING.
 SAVE = "UPDATE jobs SET heartbeat_at=% RETURNING jobs.form%"
 TERMINATE = (
     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
