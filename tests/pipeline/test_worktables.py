@@ -211,3 +211,70 @@ def test_an_unusable_memory_setting_is_a_usage_error(small_csv: Path, tmp_path: 
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "LISTHYGIENE_WORK_MEMORY='lots'" in done.stderr.splitlines()[-1]
+
+
+def _dictionary_columns(path: Path) -> set[str]:
+    """The columns of a Parquet file whose first row group has a dictionary page."""
+    metadata = pq.read_metadata(path)
+    group = metadata.row_group(0)
+    return {
+        group.column(i).path_in_schema
+        for i in range(group.num_columns)
+        if group.column(i).has_dictionary_page
+    }
+
+
+def test_only_columns_of_few_values_get_a_dictionary(sandbox: Sandbox, tmp_path: Path) -> None:
+    source = _contacts(tmp_path / "contacts.parquet")
+    settings = sandbox.engine_settings(dns_timeout=1.0)
+    listhygiene.clean(source, tmp_path / "out", backend=LocalBackend(settings), check_smtp=False)
+    found = _dictionary_columns(tmp_path / "out" / "valid.parquet")
+    # an id and a weight of their own per row: encoded plain (docs/pipeline.md, "Speed")
+    assert not found & {"id", "weight", "result_email"}
+    assert {"status", "domain", "reason", "score", "credits_used"} <= found
+    assert "mx_records.list.element" in found  # a profile's nested column
+    # the values read back are the same either way
+    table = pq.read_table(tmp_path / "out" / "valid.parquet")
+    assert table.column("status").type == pa.string()
+
+
+class _FailingWriter:
+    """A Parquet writer that fails from the second write of all the files on, as a full disk
+    would (the parts are written in a thread of the writer's: its error must stop the run)."""
+
+    writes = 0
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+
+    def write_table(self, table: pa.Table) -> None:
+        _FailingWriter.writes += 1
+        if _FailingWriter.writes >= 2:
+            raise OSError("No space left on device")
+        self.inner.write_table(table)  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self.inner.close()  # type: ignore[attr-defined]
+
+
+def test_a_write_that_fails_in_the_writers_thread_stops_the_run(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from listhygiene.pipeline import outputs
+
+    made = outputs.OutputFolder.writer
+
+    def failing(
+        self: outputs.OutputFolder, name: str, schema: pa.Schema, **options: object
+    ) -> _FailingWriter:
+        return _FailingWriter(made(self, name, schema, **options))
+
+    monkeypatch.setattr(outputs.OutputFolder, "writer", failing)
+    monkeypatch.setattr(_FailingWriter, "writes", 0)
+    source = _contacts(tmp_path / "contacts.parquet")
+    settings = sandbox.engine_settings(dns_timeout=1.0)
+    out = tmp_path / "out"
+    with pytest.raises(OSError, match="No space left"):
+        listhygiene.clean(source, out, backend=LocalBackend(settings), check_smtp=False)
+    assert not (out / "summary.json").exists()
+    assert not list(out.glob(".staging-*"))  # the staging folder went with the error

@@ -9,7 +9,7 @@ store, which does not keep it.
 """
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +59,11 @@ def common_domains(db: Any, rows: str, limit: int = COMMON_DOMAINS) -> list[str]
 
 @dataclass
 class Advice:
-    """The extra columns of each written batch, and their tallies for the summary."""
+    """The extra columns of each written batch, and their tallies for the summary.
+
+    A row's domain and provider are those of its result's profile (pipeline/worktables.py), so
+    the suggestion is found once per profile and the tallies are counted per profile from the
+    rows written of each, never per row (docs/pipeline.md, "Speed")."""
 
     suggester: Suggester = field(default_factory=Suggester)
     #: Rows per (domain, suggested domain).
@@ -67,33 +71,48 @@ class Advice:
     #: Rows per provider (``none``: no mail host, or not known).
     providers: Counter[str] = field(default_factory=Counter)
 
-    def columns(
-        self, emails: "pa.Array", domains: "pa.Array", providers: "pa.Array"
-    ) -> dict[str, "pa.Array"]:
-        """``suggestion`` and ``mx_provider`` for a batch (nulls where the email is empty)."""
+    def suggested(self, domains: "pa.Array") -> "pa.Array":
+        """The domain suggested instead of each of ``domains`` (the profiles'), null where
+        none (and where the domain is empty)."""
+        import pyarrow as pa
+
+        better = {d: self.suggester.domain(d) for d in set(domains.to_pylist()) if d}
+        return pa.array([better.get(d) if d else None for d in domains.to_pylist()], pa.string())
+
+    def suggestion(self, emails: "pa.Array", suggested: "pa.Array", index: Any) -> "pa.Array":
+        """The ``suggestion`` column of a batch: each email's local part at the domain its
+        profile (``index``, into ``suggested`` from :meth:`suggested`) suggests, else null."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        unique = pc.unique(domains).to_pylist()
-        better = {d: self.suggester.domain(d) for d in unique if d}
-        found = pa.array([better.get(d) if d else None for d in unique], pa.string())
-        if found.null_count == len(found):  # the usual batch: no typo at all, no string work
-            suggested = pa.nulls(len(domains), pa.string())
-            suggestion = suggested
-        else:
-            where = pc.index_in(domains, value_set=pa.array(unique, pa.string()))
-            suggested = pc.take(found, where)
-            local = pc.replace_substring_regex(emails, r"@[^@]*$", "")
-            suggestion = pc.if_else(
-                pc.is_valid(suggested),
-                pc.binary_join_element_wise(local, suggested, "@"),
-                pa.scalar(None, pa.string()),
-            )
-        for (domain, to), n in _pairs(domains, suggested).items():
-            self.suggestions[(domain, to)] += n
-        counts = pc.value_counts(pc.fill_null(providers, "none")).to_pylist()
-        self.providers.update({c["values"]: c["counts"] for c in counts})
-        return {"suggestion": suggestion, "mx_provider": providers}
+        if suggested.null_count == len(suggested):  # the usual list: no typo, no string work
+            return pa.nulls(len(emails), pa.string())
+        taken = suggested.take(pa.array(index))
+        if taken.null_count == len(taken):
+            return pa.nulls(len(emails), pa.string())
+        local = pc.replace_substring_regex(emails, r"@[^@]*$", "")
+        return pc.if_else(
+            pc.is_valid(taken),
+            pc.binary_join_element_wise(local, taken, "@"),
+            pa.scalar(None, pa.string()),
+        )
+
+    def count(
+        self,
+        domains: "pa.Array",
+        suggested: "pa.Array",
+        providers: "pa.Array",
+        rows: Iterable[int],
+    ) -> None:
+        """Add the rows written of each profile (``rows``, in profile order) to the tallies."""
+        for domain, to, provider, n in zip(
+            domains.to_pylist(), suggested.to_pylist(), providers.to_pylist(), rows, strict=True
+        ):
+            if not n:
+                continue
+            if to is not None:
+                self.suggestions[(domain, to)] += n
+            self.providers["none" if provider is None else provider] += n
 
     def summary(self) -> dict[str, Any]:
         """``suggestions`` and ``mx_providers`` of ``summary.json``."""
@@ -106,15 +125,3 @@ class Advice:
             },
             "mx_providers": dict(sorted(self.providers.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
-
-
-def _pairs(domains: "pa.Array", suggested: "pa.Array") -> Mapping[tuple[str, str], int]:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    mask = pc.is_valid(suggested)
-    if not pc.any(mask).as_py():
-        return {}
-    table = pa.table({"d": pc.filter(domains, mask), "s": pc.filter(suggested, mask)})
-    grouped = table.group_by(["d", "s"]).aggregate([([], "count_all")]).to_pylist()
-    return {(g["d"], g["s"]): int(g["count_all"]) for g in grouped}

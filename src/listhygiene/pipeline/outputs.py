@@ -100,14 +100,20 @@ class OutputFolder:
                 stream.write(b"ok")
             self.fs.delete_file(probe)
 
-    def writer(self, name: str, schema: "pa.Schema") -> "_Writer":
+    def writer(self, name: str, schema: "pa.Schema", **options: Any) -> "_Writer":
+        """A zstd Parquet writer of ``name`` in the staging folder; ``options`` are
+        ``pyarrow.parquet.ParquetWriter``'s (the writer's ``use_dictionary``)."""
         import pyarrow.parquet as pq
 
         with self._errors(f"write {name}"):
             self._make_staging()
             return _Writer(
                 pq.ParquetWriter(
-                    f"{self.staging}/{name}", schema, filesystem=self.fs, compression="zstd"
+                    f"{self.staging}/{name}",
+                    schema,
+                    filesystem=self.fs,
+                    compression="zstd",
+                    **options,
                 ),
                 self,
                 name,

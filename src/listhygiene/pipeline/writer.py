@@ -12,6 +12,7 @@ needs is counted per profile (a profile is one status, reason and domain), not p
 
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -101,6 +102,7 @@ def write_outputs(
                 files.write(part, found, own, changed_file=changed_file)
                 # Arrow's allocator keeps what a part freed unless told (docs/pipeline.md)
                 pa.default_memory_pool().release_unused()
+        files.wait()
         stream.finish()
         if inputs is not None:
             inputs.finish()
@@ -164,6 +166,18 @@ class _StatusFiles:
             dtype=np.int8,
         )
         self.per_profile = np.zeros(self.profiles.num_rows, dtype=np.int64)
+        # A part is encoded in this thread while the next is read and put in status order
+        # (pyarrow lets go of the GIL while it encodes): two parts at most are held
+        # (docs/pipeline.md, "Speed").
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="listhygiene-writer")
+        self._pending: Future[None] | None = None
+        self.dictionary: list[str] | bool = True
+        # a suggestion is a domain's: found once per profile (pipeline/advice.py)
+        self.suggested = written.advice.suggested(_flat(self.profiles.column("domain")))
+        # the profile columns a row takes: form A's, and ``mx_provider`` when it is written
+        self.shared = [
+            n for n in self.profiles.column_names if n in (*FORM_A_FIELDS, *extra_columns)
+        ]
         self.writers: dict[str, Any] = {}
         self.numbers: dict[str, pq.ParquetWriter] = {}
         self.numbers_schema = pa.schema([pa.field(ROW, pa.int64())])
@@ -206,27 +220,50 @@ class _StatusFiles:
             index = index[order.to_numpy()]
             row, addresses = row.take(order), addresses.take(order)
             found, inputs = found.take(order), inputs.take(order)
-        columns = _result_columns(self.profiles, index, found, addresses)
-        advice = written.advice.columns(columns["email"], columns["domain"], columns["mx_provider"])
-        extra = {name: advice[name] for name in self.extra_columns}
-        rows = _join(inputs, {**columns, **extra}, self.extra_columns)
+        columns = _result_columns(self.profiles.select(self.shared), index, found, addresses)
+        if "suggestion" in self.extra_columns:
+            columns["suggestion"] = written.advice.suggestion(
+                columns["email"], self.suggested, index
+            )
+        rows = _join(inputs, columns, self.extra_columns)
         if written.schema is None:
             written.schema = rows.schema
+            self.dictionary = _dictionary_columns(rows)
             for status in STATUSES:
-                self.writers[status] = self.folder.writer(f"{status}.parquet", rows.schema)
+                self.writers[status] = self.folder.writer(
+                    f"{status}.parquet", rows.schema, use_dictionary=self.dictionary
+                )
         rows = rows.cast(written.schema)
+        changed = changed_file and "previous_status" in found.column_names
+        self.wait()
+        self._pending = self._pool.submit(
+            self._emit, rows, row, counts[: len(STATUSES)].tolist(), found if changed else None
+        )
+
+    def _emit(
+        self, rows: "pa.Table", row: "pa.Array", counts: list[int], found: "pa.Table | None"
+    ) -> None:
+        """Append a part's rows, in status order, to their files (in the writer's thread)."""
+        import pyarrow as pa
+
         start = 0
-        for code, count in enumerate(counts[: len(STATUSES)].tolist()):
+        for code, count in enumerate(counts):
             if count:
                 name = STATUSES[code]
                 self.writers[name].write_table(rows.slice(start, count))
                 numbers = pa.table([row.slice(start, count)], schema=self.numbers_schema)
                 self.numbers[name].write_table(numbers)
                 start += count
-        if changed_file and "previous_status" in found.column_names:
-            written.changed_rows += _write_changed(
-                self.folder, self.writers, rows, found, written.schema
+        if found is not None:
+            self.written.changed_rows += _write_changed(
+                self.folder, self.writers, rows, found, rows.schema, self.dictionary
             )
+
+    def wait(self) -> None:
+        """Until the part being written is written; raises what writing it raised."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
 
     def tally(self) -> None:
         """The summary's counts from the rows written per profile: a profile is one status,
@@ -243,8 +280,21 @@ class _StatusFiles:
             if reason is not None:
                 written.reasons[reason] += rows
             written.domains[(domains[position], status)] += rows
+        written.advice.count(
+            _flat(self.profiles.column("domain")),
+            self.suggested,
+            _flat(self.profiles.column("mx_provider")),
+            self.per_profile.tolist(),
+        )
 
     def close(self, *, quiet: bool = False) -> None:
+        try:
+            self.wait()
+        except Exception:
+            if not quiet:
+                raise
+        finally:
+            self._pool.shutdown()
         for writer in [*self.writers.values(), *self.numbers.values()]:
             try:
                 writer.close()
@@ -311,6 +361,7 @@ def _write_changed(
     joined: "pa.Table",
     found: "pa.Table",
     schema: "pa.Schema",
+    dictionary: list[str] | bool,
 ) -> int:
     """The rows of ``joined`` whose address changed status, with its previous status and when
     it was found; how many."""
@@ -330,7 +381,9 @@ def _write_changed(
     rows = rows.append_column("previous_status", pc.filter(before, mask))
     rows = rows.append_column("previous_checked_at", when)
     if CHANGED not in writers:
-        writers[CHANGED] = folder.writer(CHANGED, _changed_schema(schema))
+        writers[CHANGED] = folder.writer(
+            CHANGED, _changed_schema(schema), use_dictionary=dictionary
+        )
     writers[CHANGED].write_table(rows.cast(_changed_schema(schema)))
     return int(rows.num_rows)
 
@@ -395,6 +448,54 @@ def _blank_result() -> dict[str, Any]:
     schema = arrow_schema(internal=True)
     names = (*FORM_A_FIELDS, "mx_provider")
     return {name: pa.scalar(row[name], schema.field(name).type) for name in names}
+
+
+def _dictionary_columns(rows: "pa.Table") -> list[str] | bool:
+    """The Parquet columns (leaf paths) worth a dictionary, judged on the first part: those
+    with at most one distinct value in two rows, and every nested one (a profile's). A column
+    of unique values (an id, an email) encodes faster and smaller without one; the values read
+    back are the same either way (docs/pipeline.md, "Speed")."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    try:
+        pq.write_table(rows.schema.empty_table(), sink)
+    except pa.ArrowException:  # Parquet cannot store the columns: the writer says so
+        return True
+    leaves = pq.ParquetFile(pa.BufferReader(sink.getvalue())).metadata.schema
+    chosen: list[str] = []
+    position = 0
+    for column in rows.columns:
+        if pa.types.is_nested(column.type) or pa.types.is_dictionary(column.type):
+            few = True
+        else:
+            try:
+                few = 2 * pc.count_distinct(column, mode="all").as_py() <= max(len(column), 1)
+            except pa.ArrowNotImplementedError:  # a type it cannot count: Parquet's default
+                few = True
+        # a column's leaves follow each other, in the order of the columns
+        paths = [leaves.column(position + i).path for i in range(_leaves(column.type))]
+        position += len(paths)
+        if few:
+            chosen += paths
+    return chosen
+
+
+def _leaves(kind: "pa.DataType") -> int:
+    """How many Parquet columns an Arrow type is stored as."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(kind):
+        return sum(_leaves(kind.field(i).type) for i in range(kind.num_fields))
+    if pa.types.is_map(kind):
+        return _leaves(kind.key_type) + _leaves(kind.item_type)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _leaves(kind.value_type)
+    if pa.types.is_list_view(kind) or pa.types.is_large_list_view(kind):
+        return _leaves(kind.value_type)
+    return 1
 
 
 def _join(
