@@ -234,9 +234,21 @@ def parse_columns(values: "pa.Array | pa.ChunkedArray") -> dict[str, "pa.Array"]
     rest = pc.fill_null(
         pc.and_(pc.invert(simple), pc.greater(pc.list_value_length(parts), 1)), False
     )
-    rest_values = pc.filter(text, rest).to_pylist()
-    if rest_values:
-        parsed = [parse_address(value) for value in rest_values]
+    rest_text = pc.filter(text, rest)
+    if len(rest_text):
+        # without quotes, an "@" in the local part, or nothing before or after the last "@",
+        # is never an address: no parse for those (most broken cells of a list)
+        broken = pc.and_(
+            pc.invert(pc.match_substring(rest_text, '"')),
+            pc.or_(
+                pc.greater(pc.count_substring(rest_text, "@"), 1),
+                pc.or_(pc.starts_with(rest_text, "@"), pc.ends_with(rest_text, "@")),
+            ),
+        )
+        parsed = [
+            None if skip else parse_address(value)
+            for value, skip in zip(rest_text.to_pylist(), broken.to_pylist(), strict=True)
+        ]
         fields = {
             "email": [a.email if a else None for a in parsed],
             "local_part": [a.local_part if a else None for a in parsed],
