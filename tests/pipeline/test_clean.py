@@ -282,6 +282,7 @@ def _cli(env: dict[str, str], *args: str, **kwargs: object) -> subprocess.Popen[
     )  # type: ignore[call-overload]
 
 
+@pytest.mark.timeout(300)  # two CLI runs over the SMTP sandbox: minutes on a busy CI machine
 def test_a_killed_run_resumes_without_repeating_work(sandbox: Sandbox, tmp_path: Path) -> None:
     path = tmp_path / "slow.csv"
     path.write_text("Email\n" + "".join(f"person{i}@slow.test\n" for i in range(60)))

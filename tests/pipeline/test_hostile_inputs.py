@@ -26,7 +26,7 @@ def clean_cli(source: Path, out: Path, *args: str) -> subprocess.CompletedProces
         [sys.executable, "-m", "listhygiene.cli", "clean", str(source), "--out", str(out), *args],
         capture_output=True,
         text=True,
-        timeout=25,
+        timeout=60,
         check=False,
     )
 

@@ -26,7 +26,8 @@ from listhygiene.service.store import Store
 from listhygiene.verdicts import VerdictStore
 from tests.service.live import LiveServer
 
-pytestmark = pytest.mark.timeout(180)
+# a hang guard: each test runs the CLI several times over the SMTP sandbox (minutes when busy)
+pytestmark = pytest.mark.timeout(400)
 
 
 def mx(host: str) -> list[dict[str, Any]]:
