@@ -148,3 +148,37 @@ async def test_column_without_smtp_equals_the_engine(sandbox: Sandbox) -> None:
         expected.pop("response_time")
         row.pop("response_time")
         assert row == expected, address
+
+
+async def test_settled_lookups_are_known_without_a_task_and_give_the_same_facts(
+    sandbox: Sandbox,
+) -> None:
+    """A bulk run asks for the same domains job after job: what the caches hold is answered at
+    once (``Resolver.known``, ``Reputation.known``), and equals what the lookups gave."""
+    from listhygiene.engine.reputation import Reputation
+    from listhygiene.engine.resolver import Resolver
+    from listhygiene.results import DomainReputation
+
+    settings = EngineSettings(
+        dns_server=sandbox.dns_server, allow_private_mx=True, dns_timeout=1.0, check_smtp=False
+    )
+    resolver = Resolver(settings)
+    reputation = Reputation(resolver.dns_resolver, ("bl.sandbox.test",))
+    domain = next(iter(sandbox.world.addresses())).rpartition("@")[2]
+    assert resolver.known(domain) is None  # never asked
+    route = await resolver.route(domain)
+    assert resolver.known(domain) == route
+    assert resolver.known("never-asked.test") is None
+    mx_ip = route.exchangers[0].addresses[0]
+    assert reputation.known(mx_ip) is None
+    assert reputation.known(mx_ip) is None  # asking whether it is known asks nothing
+    listed = await reputation.of(mx_ip)
+    assert reputation.known(mx_ip) == listed
+    assert reputation.known("") == DomainReputation()
+
+    engine = Engine(settings.model_copy(update={"dnsbl_zones": ("bl.sandbox.test",)}))
+    domains = sorted({a.rpartition("@")[2] for a in sandbox.world.addresses()})
+    first = await engine.domain_facts(domains)
+    again = await engine.domain_facts(domains)
+    assert {d: f[:2] for d, f in again.items()} == {d: f[:2] for d, f in first.items()}
+    assert {f[2] for f in again.values()} == {0}  # answered from the caches

@@ -204,15 +204,29 @@ class Engine:
         assert self._reputation is not None
         resolver, reputation = self._resolver, self._reputation
 
+        def mx_ip(route: MailRoute) -> str:
+            return route.exchangers[0].addresses[0] if route.exchangers else ""
+
         async def one(domain: str) -> tuple[str, tuple[MailRoute, DomainReputation, int]]:
             started = time.perf_counter()
             route = await resolver.route(domain)
-            mx_ip = route.exchangers[0].addresses[0] if route.exchangers else ""
-            rep = await reputation.of(mx_ip)
+            rep = await reputation.of(mx_ip(route))
             return domain, (route, rep, round((time.perf_counter() - started) * 1000))
 
-        tasks = [loop.create_task(one(d), context=context) for d in domains]
-        return dict(await asyncio.gather(*tasks))
+        # what the caches already hold is answered without a task per domain (0 ms, as a
+        # cached lookup measured before); only the rest is looked up
+        facts: dict[str, tuple[MailRoute, DomainReputation, int]] = {}
+        missing: list[str] = []
+        for domain in domains:
+            route = resolver.known(domain)
+            rep = reputation.known(mx_ip(route)) if route is not None else None
+            if route is not None and rep is not None:
+                facts[domain] = (route, rep, 0)
+            else:
+                missing.append(domain)
+        tasks = [loop.create_task(one(d), context=context) for d in missing]
+        facts.update(await asyncio.gather(*tasks))
+        return facts
 
 
 def _domain_key(raw: object) -> str:

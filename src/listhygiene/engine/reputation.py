@@ -33,6 +33,17 @@ class Reputation:
         self.zones = zones
         self._cache: dict[str, asyncio.Future[DomainReputation]] = {}
 
+    def known(self, mx_ip: str) -> DomainReputation | None:
+        """What :meth:`of` would return at once, or None when it would have to ask."""
+        if not mx_ip:
+            return DomainReputation()
+        if not self.zones:
+            return DomainReputation(mx_ip=mx_ip)
+        future = self._cache.get(mx_ip)
+        if future is None or not future.done() or future.cancelled():
+            return None
+        return future.result() if future.exception() is None else None
+
     async def of(self, mx_ip: str) -> DomainReputation:
         if not mx_ip:
             return DomainReputation()
