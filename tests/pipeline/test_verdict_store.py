@@ -207,7 +207,7 @@ def test_a_killed_run_keeps_its_verdicts(sandbox: Sandbox, tmp_path: Path) -> No
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # slow.test answers slowly: minutes on a busy machine
     kept = 0
     while time.monotonic() < deadline and kept < 4:
         time.sleep(0.1)

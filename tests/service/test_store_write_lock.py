@@ -186,3 +186,50 @@ async def test_the_worker_saves_in_its_store_writer_while_its_loop_waits(
     for thread, seen, after in saves:
         assert thread.startswith("test-store-writer")
         assert seen == after
+
+
+@pytest.mark.timeout(60)
+async def test_a_long_wait_for_the_lock_lets_the_loop_run_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save that waits longer than ``LOOP_PAUSE`` (another process holding the write lock)
+    stops the runner's loop for that pause only: the job's other tasks (its DNS and SMTP, with
+    their time limits) run on while the writer waits."""
+    saves: list[tuple[int, int]] = []
+    ticks = 0
+    real_save = worker_module.save_prepared
+
+    def slow_save(*args: Any, **kwargs: Any) -> int:
+        seen = ticks
+        time.sleep(worker_module.LOOP_PAUSE * 4)  # as a wait for another process's lock
+        saves.append((seen, ticks))
+        return real_save(*args, **kwargs)
+
+    monkeypatch.setattr(worker_module, "save_prepared", slow_save)
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    writer = ThreadPoolExecutor(1, thread_name_prefix="test-store-writer")
+    with Store(f"sqlite:///{tmp_path / 'slow.db'}") as store:
+        _key, row = store.create_key("slow", 10)
+        job = create_bulk_job(store, row.id, EMAILS, check_smtp=False)
+        worker = JobWorker(store, _Engine(), poll_seconds=0.05, batch_size=3, store_writer=writer)
+        ticker = asyncio.create_task(tick())
+        await worker.start()
+        try:
+            deadline = time.monotonic() + 30
+            while (done := get_job(store, row.id, job.id)) is None or done.status != "completed":
+                assert time.monotonic() < deadline, "the job did not complete"
+                await asyncio.sleep(0.02)
+        finally:
+            await worker.stop()
+            ticker.cancel()
+            writer.shutdown()
+    assert done.processed == len(EMAILS)
+    assert saves
+    for seen, after in saves:
+        assert after > seen  # the loop ran during the wait
