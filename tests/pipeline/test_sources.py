@@ -1025,3 +1025,13 @@ def test_csv_chunks_are_parsed_ahead_in_a_thread_and_it_stops_with_the_reading(
     with pytest.raises(SourceError, match="broken on purpose"):
         list(source.batches())
     assert not [t for t in threading.enumerate() if t.name == "listhygiene-read-ahead"]
+
+    # an error raised where a batch was handed over (the caller's, or rebatch's) stops the
+    # thread at once, not when the traceback holding the frames is let go
+    monkeypatch.setattr(_delimited.CsvSource, "_parse_chunk", parse_chunk)
+    batches = source.batches(rows=5)
+    next(batches)
+    with pytest.raises(RuntimeError, match="the caller's") as raised:
+        batches.throw(RuntimeError("the caller's"))
+    assert raised.traceback  # still held here
+    assert not [t for t in threading.enumerate() if t.name == "listhygiene-read-ahead"]

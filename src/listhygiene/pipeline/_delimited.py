@@ -129,7 +129,10 @@ class CsvSource(Source):
         self.info.bad_records.clear()
         chunk = min(_MAX_CHUNK, max(_MIN_CHUNK, rows * self._bytes_per_row * 5 // 4))
         pieces = _read_ahead(self._read(chunk, self.info.bad_records))
-        yield from rebatch(pieces, rows, self._schema)
+        try:
+            yield from rebatch(pieces, rows, self._schema)
+        finally:  # the read-ahead thread stops now, not when a traceback lets go of it
+            pieces.close()
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -357,7 +360,7 @@ class TxtSource(Source):
                 yield pa.Table.from_arrays([lines.filter(keep)], schema=self._SCHEMA)
 
 
-def _read_ahead(pieces: Generator[pa.Table, None, None]) -> Iterator[pa.Table]:
+def _read_ahead(pieces: Generator[pa.Table, None, None]) -> Generator[pa.Table, None, None]:
     """``pieces``, each read one ahead in a thread of its own: the next chunk is parsed while
     the caller cleans and stages this one (pyarrow's parser lets go of the GIL; docs/pipeline.md,
     "Speed"). What reading raises is raised here, in its place; a caller that stops early stops

@@ -288,19 +288,24 @@ class _StatusFiles:
         )
 
     def close(self, *, quiet: bool = False) -> None:
+        """Wait for the part being written, then close every file, whatever is raised (a
+        second Ctrl-C included): what the wait raised goes on, the files' own errors after it
+        are dropped."""
+        failed = True
         try:
             self.wait()
+            failed = False
         except Exception:
             if not quiet:
                 raise
         finally:
             self._pool.shutdown()
-        for writer in [*self.writers.values(), *self.numbers.values()]:
-            try:
-                writer.close()
-            except Exception:
-                if not quiet:
-                    raise
+            for writer in [*self.writers.values(), *self.numbers.values()]:
+                try:
+                    writer.close()
+                except Exception:
+                    if not (quiet or failed):
+                        raise
 
 
 def _result_columns(
