@@ -140,20 +140,18 @@ class _Engine:
             yield email, _valid(email)
 
 
-@pytest.mark.timeout(60)
-async def test_the_worker_saves_in_its_store_writer_while_its_loop_waits(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Given a store writer (the job runner's, at the server's CPU priority), the worker's saves
-    on SQLite run in it, and the event loop runs nothing else meanwhile: no other task's turn
-    comes while a save holds the write lock."""
+async def _job_through_the_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, save_seconds: float, batch_size: int
+) -> list[tuple[str, int, int]]:
+    """A 6-address job run by a worker with a store writer, each save taking ``save_seconds``
+    in it while a task ticks on the loop; per save: its thread, the ticks before and after."""
     saves: list[tuple[str, int, int]] = []
     ticks = 0
     real_save = worker_module.save_prepared
 
     def save(*args: Any, **kwargs: Any) -> int:
         seen = ticks
-        time.sleep(0.05)  # a loop still running would tick meanwhile
+        time.sleep(save_seconds)  # a loop still running ticks meanwhile
         saves.append((threading.current_thread().name, seen, ticks))
         return real_save(*args, **kwargs)
 
@@ -163,13 +161,15 @@ async def test_the_worker_saves_in_its_store_writer_while_its_loop_waits(
         nonlocal ticks
         while True:
             ticks += 1
-            await asyncio.sleep(0)
+            await asyncio.sleep(0.005)
 
     writer = ThreadPoolExecutor(1, thread_name_prefix="test-store-writer")
     with Store(f"sqlite:///{tmp_path / 'writer.db'}") as store:
         _key, row = store.create_key("writer", 10)
         job = create_bulk_job(store, row.id, EMAILS, check_smtp=False)
-        worker = JobWorker(store, _Engine(), poll_seconds=0.05, batch_size=2, store_writer=writer)
+        worker = JobWorker(
+            store, _Engine(), poll_seconds=0.05, batch_size=batch_size, store_writer=writer
+        )
         ticker = asyncio.create_task(tick())
         await worker.start()
         try:
@@ -182,6 +182,17 @@ async def test_the_worker_saves_in_its_store_writer_while_its_loop_waits(
             ticker.cancel()
             writer.shutdown()
     assert done.processed == len(EMAILS)
+    return saves
+
+
+@pytest.mark.timeout(60)
+async def test_the_worker_saves_in_its_store_writer_while_its_loop_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given a store writer (the job runner's, at the server's CPU priority), the worker's saves
+    on SQLite run in it, and the event loop runs nothing else meanwhile: no other task's turn
+    comes while a save holds the write lock."""
+    saves = await _job_through_the_writer(tmp_path, monkeypatch, 0.05, batch_size=2)
     assert len(saves) >= 3
     for thread, seen, after in saves:
         assert thread.startswith("test-store-writer")
@@ -195,41 +206,10 @@ async def test_a_long_wait_for_the_lock_lets_the_loop_run_on(
     """A save that waits longer than ``LOOP_PAUSE`` (another process holding the write lock)
     stops the runner's loop for that pause only: the job's other tasks (its DNS and SMTP, with
     their time limits) run on while the writer waits."""
-    saves: list[tuple[int, int]] = []
-    ticks = 0
-    real_save = worker_module.save_prepared
-
-    def slow_save(*args: Any, **kwargs: Any) -> int:
-        seen = ticks
-        time.sleep(worker_module.LOOP_PAUSE * 4)  # as a wait for another process's lock
-        saves.append((seen, ticks))
-        return real_save(*args, **kwargs)
-
-    monkeypatch.setattr(worker_module, "save_prepared", slow_save)
-
-    async def tick() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0.01)
-
-    writer = ThreadPoolExecutor(1, thread_name_prefix="test-store-writer")
-    with Store(f"sqlite:///{tmp_path / 'slow.db'}") as store:
-        _key, row = store.create_key("slow", 10)
-        job = create_bulk_job(store, row.id, EMAILS, check_smtp=False)
-        worker = JobWorker(store, _Engine(), poll_seconds=0.05, batch_size=3, store_writer=writer)
-        ticker = asyncio.create_task(tick())
-        await worker.start()
-        try:
-            deadline = time.monotonic() + 30
-            while (done := get_job(store, row.id, job.id)) is None or done.status != "completed":
-                assert time.monotonic() < deadline, "the job did not complete"
-                await asyncio.sleep(0.02)
-        finally:
-            await worker.stop()
-            ticker.cancel()
-            writer.shutdown()
-    assert done.processed == len(EMAILS)
+    saves = await _job_through_the_writer(
+        tmp_path, monkeypatch, worker_module.LOOP_PAUSE * 4, batch_size=3
+    )
     assert saves
-    for seen, after in saves:
+    for thread, seen, after in saves:
+        assert thread.startswith("test-store-writer")
         assert after > seen  # the loop ran during the wait
