@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/fairness.py [--smtp] [--mix default|hostile] [--job-size 10000]
         [--job-domains 2000] [--latency-ms 20] [--dns-latency-ms 0] [--idle-requests 300]
-        [--seed 1] [--db URL] [--one-sandbox] [--dns-sandbox] [--lock-trace] [--json]
+        [--seed 1] [--db URL] [--one-sandbox] [--dns-sandbox] [--lock-trace]
+        [--world-cpus 1] [--json]
 
 Issue 15, item 6: while key A's 10,000-address job runs, key B's single verifications that need
 DNS must stay within 2x of their idle p99 (docs/service.md, "Fairness").
@@ -35,6 +36,11 @@ request needs DNS (``check_smtp`` as ``--smtp``); 20 unmeasured requests warm th
    ``--smtp``), and as soon as the job is accepted B sends requests one after the other until the
    job is seen completed (polled every 0.25 s); a request counts when it started before the job
    was seen completed.
+
+``--world-cpus LIST`` (for example ``1``) pins the sandboxes and this process to those CPUs and
+the server and its job runner (every thread; what they start later inherits it) to the others:
+on the internet the mail world and the clients are other machines, so the service's 2 cores are
+its own; without it, all of them share every core.
 
 Reported: the machine's 1-minute load average before and after; the CPU seconds each process
 used during the job (the server, its job runner, the sandboxes, this one); p50/p90/p99/max latency
@@ -201,6 +207,17 @@ def descendants(pid: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Run every thread of ``pid`` and of its descendants on ``cpus`` only (a thread's affinity
+    is its own: the process's main thread alone is not enough)."""
+    for process in (pid, *descendants(pid)):
+        for task in Path(f"/proc/{process}/task").glob("[0-9]*"):
+            try:
+                os.sched_setaffinity(int(task.name), cpus)
+            except OSError:  # a thread that has just ended
+                continue
 
 
 def lock_trace(folder: Path, server: ServerProcess, window: list[float]) -> list[dict[str, Any]]:
@@ -403,8 +420,13 @@ def main(argv: list[str] | None = None) -> int:
         help="SQLite: how long each process's write transactions waited for their turn and held "
         "it during the job, by caller (LISTHYGIENE_SQLITE_LOCK_TRACE, db/engine.py)",
     )
+    parser.add_argument(
+        "--world-cpus",
+        help="CPUs (comma-separated) for the sandboxes and this client; the service gets the rest",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
+    world_cpus = {int(c) for c in args.world_cpus.split(",")} if args.world_cpus else None
 
     world, b_world, job, b_addresses = build_world(args)
     load_before = os.getloadavg()
@@ -440,6 +462,12 @@ def main(argv: list[str] | None = None) -> int:
             key_a, _ = store.create_key("job", CREDITS, "enterprise", limits=LIMITS)
             key_b, _ = store.create_key("single", CREDITS, "enterprise", limits=LIMITS)
         server = stack.enter_context(ServerProcess(db, sandbox, folder / "server.log", key_b))
+        if world_cpus is not None:
+            service_cpus = os.sched_getaffinity(0) - world_cpus
+            for running in sandboxes.values():
+                pin(json.loads((running.state_dir / "state.json").read_text())["pid"], world_cpus)
+            pin(os.getpid(), world_cpus)  # this client (the service's processes are not its own)
+            pin(server.pid, service_cpus)
         cpu = CpuMeter(server, sandboxes)
         report = asyncio.run(
             measure(server, cpu, key_a, key_b, job, b_addresses, args.smtp, args.idle_requests)
@@ -458,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         "dns_latency_ms": args.dns_latency_ms,
         "sandboxes": (1 if args.one_sandbox else 2) + args.dns_sandbox,
         "store": "postgresql" if args.db and args.db.startswith("postgres") else "sqlite",
+        "world_cpus": sorted(world_cpus) if world_cpus is not None else None,
     }
     idle, during = report["idle"], report["during"]
     ratio = during["p99_ms"] / idle["p99_ms"] if during.get("requests") else float("inf")
@@ -476,7 +505,9 @@ def main(argv: list[str] | None = None) -> int:
             f"key B's /a/v1/verify/single (check_smtp={str(s['smtp']).lower()}, a new domain each "
             f"time, DNS latency {s['dns_latency_ms']} ms) while key A's {s['job_size']:,}-address "
             f"job over {s['job_domains']:,} domains ({s['mix']} mix) runs; {s['store']} store, "
-            f"{s['sandboxes']} sandbox process(es):"
+            f"{s['sandboxes']} sandbox process(es)"
+            + (f", the world on CPU {s['world_cpus']}" if s["world_cpus"] else "")
+            + ":"
         )
         for phase in ("idle", "during"):
             f = report[phase]
