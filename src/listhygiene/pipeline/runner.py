@@ -345,7 +345,7 @@ class Run:
         jobs = []
         for addresses in tables.addresses(PENDING, size) if pending else ():
             job = await backend.submit(addresses, check_smtp=bool(self.check_smtp))
-            work.add_job(job)
+            work.add_job(job, wait=backend.resumable)  # a remote job is on disk before waiting
             if backend.resumable:
                 jobs.append(job)
             else:

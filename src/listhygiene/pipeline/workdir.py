@@ -18,6 +18,12 @@
   of its results has an ``email`` other than the address asked (:data:`OWN_EMAIL`), so that the
   join carries that column only when it must.
 
+Parts are written in a thread of their own, one at a time, while the caller goes on (pyarrow
+encodes without the GIL, so the next batch is parsed or verified meanwhile on the other core:
+docs/pipeline.md, "Speed"). Whatever reads the parts, and every save of the manifest, waits for
+the write in flight first (:meth:`WorkDir.flush`): the manifest never names a job as done, nor a
+stage as reached, before the parts it stands for are on disk.
+
 A run started again with the same output folder and the same input reuses all of it; a changed
 input or changed settings start afresh.
 
@@ -32,8 +38,9 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +69,51 @@ _UNMIRRORED_DIRS = ("spill",)
 _UNMIRRORED_FILES = ("manifest.json", "pending.parquet")
 
 
+class _OrderedWrites:
+    """Writes done one after another, each in a thread of its own, while the caller goes on.
+
+    A write that fails skips the writes after it (a manifest never lands without the parts
+    before it) and is raised by :meth:`flush`, which runs the callers' follow-ups (``then``)
+    in the caller's thread once every write is done.
+    """
+
+    def __init__(self) -> None:
+        self._last: threading.Thread | None = None
+        self._failed: list[BaseException] = []
+        self._then: list[Callable[[], None]] = []
+
+    def submit(self, write: Callable[[], None], then: Callable[[], None] | None = None) -> None:
+        previous, failed = self._last, self._failed
+
+        def run() -> None:
+            if previous is not None:
+                previous.join()
+            if failed:
+                return
+            try:
+                write()
+            except BaseException as exc:  # raised in the caller's thread by flush()
+                failed.append(exc)
+
+        # not a daemon: the interpreter finishes the writes before it exits (a run that failed
+        # still records what it saved); a killed one leaves a .tmp file, never a half part
+        self._last = threading.Thread(target=run, name="listhygiene-stage", daemon=False)
+        self._last.start()
+        if then is not None:
+            self._then.append(then)
+
+    def flush(self) -> None:
+        last, self._last = self._last, None
+        if last is not None:
+            last.join()
+        then, self._then = self._then, []
+        if self._failed:
+            failed, self._failed = self._failed, []
+            raise failed[0]
+        for follow_up in then:
+            follow_up()
+
+
 class WorkDir:
     """A run's working folder on the local disk, and its mirror in the output's bucket."""
 
@@ -70,6 +122,7 @@ class WorkDir:
         self.mirror = mirror
         self.manifest: dict[str, Any] = {}
         self._result_parts = 0
+        self._writes = _OrderedWrites()
 
     @classmethod
     def for_output(cls, out: str) -> "WorkDir":
@@ -85,6 +138,7 @@ class WorkDir:
     def remove(self) -> None:
         """Remove the folder and everything in it, and its mirror (nothing to resume any
         more)."""
+        self._settle()
         shutil.rmtree(self.path, ignore_errors=True)
         if self.mirror is not None:
             self.mirror.remove()
@@ -137,14 +191,26 @@ class WorkDir:
         self.save()
         return False
 
-    def save(self) -> None:
-        """Write the manifest; with a mirror, upload what changed, then the manifest."""
+    def save(self, *, wait: bool = True) -> None:
+        """Write the manifest, after the parts being written (what it says is done is on disk
+        first); with a mirror, upload what changed, then the manifest.
+
+        ``wait=False`` (a change that a crash may lose: the rerun does that step again, at no
+        cost) writes it in the writers' thread after those parts, and returns at once."""
         self.manifest["revision"] = _revision(self.manifest) + 1
-        tmp = self.path / "manifest.json.tmp"
-        tmp.write_text(json.dumps(self.manifest, indent=1, default=str))
-        tmp.replace(self.path / "manifest.json")
+        text = json.dumps(self.manifest, indent=1, default=str)
+        if not wait and self.mirror is None:
+            self._writes.submit(lambda: self._write_manifest(text))
+            return
+        self.flush()
+        self._write_manifest(text)
         if self.mirror is not None:
             self.mirror.sync(self.path, self._mirrored())
+
+    def _write_manifest(self, text: str) -> None:
+        tmp = self.path / "manifest.json.tmp"
+        tmp.write_text(text)
+        tmp.replace(self.path / "manifest.json")
 
     def _mirrored(self) -> list[str]:
         """The files of the folder the mirror keeps, relative to it."""
@@ -172,15 +238,19 @@ class WorkDir:
 
     # -- jobs ------------------------------------------------------------------------------------
 
-    def add_job(self, job: JobRef) -> None:
+    def add_job(self, job: JobRef, *, wait: bool = True) -> None:
+        """Record a submitted job; ``wait=False`` for a job that lives in this process (no
+        one would be asked for it again after a crash)."""
         self.manifest["jobs"].append({**job.as_dict(), "done": False})
-        self.save()
+        self.save(wait=wait)
 
     def finish_job(self, job: JobRef) -> None:
+        """Record that every result of ``job`` is saved: written after its result parts, while
+        the run goes on (a crash before that collects the job again, which costs nothing)."""
         for entry in self.manifest["jobs"]:
             if entry["job_id"] == job.job_id:
                 entry["done"] = True
-        self.save()
+        self.save(wait=False)
 
     def open_jobs(self) -> list[JobRef]:
         return [JobRef.from_dict(e) for e in self.manifest["jobs"] if not e["done"]]
@@ -188,22 +258,24 @@ class WorkDir:
     # -- staged rows -----------------------------------------------------------------------------
 
     def clear_rows(self) -> None:
+        self.flush()
         shutil.rmtree(self.path / "rows", ignore_errors=True)
         (self.path / "rows").mkdir()
 
     def write_rows(self, index: int, table: "pa.Table") -> None:
-        _write_atomic(
-            table,
-            self.path / "rows" / f"part-{index:05d}.parquet",
-            compression="lz4",
-            use_dictionary=False,
-            write_statistics=[ROW] if ROW in table.column_names else False,
+        path = self.path / "rows" / f"part-{index:05d}.parquet"
+        statistics = [ROW] if ROW in table.column_names else False
+        self._write_part(
+            lambda: _write_atomic(
+                table, path, compression="lz4", use_dictionary=False, write_statistics=statistics
+            )
         )
 
     def rows(self, columns: list[str] | None = None) -> Iterator["pa.Table"]:
         """The staged parts in order (``columns`` of them only, when given)."""
         import pyarrow.parquet as pq
 
+        self.flush()
         for part in self._parts("rows"):
             yield pq.read_table(part, columns=columns)
 
@@ -230,9 +302,31 @@ class WorkDir:
         )
         self._result_parts += 1
         name = f"results/part-{self._result_parts:06d}.parquet"
-        _write_atomic(stamped, self.path / name)
-        if self.mirror is not None:  # within a second: a killed run loses little more here
-            self.mirror.queue(self.path, name)
+        mirror = self.mirror
+        # uploaded within a second of its write: a killed run loses little more there
+        self._write_part(
+            lambda: _write_atomic(stamped, self.path / name),
+            then=(lambda: mirror.queue(self.path, name)) if mirror is not None else None,
+        )
+
+    def flush(self) -> None:
+        """Wait for the writes in flight; raise the first error, if one failed."""
+        self._writes.flush()
+
+    def _settle(self) -> None:
+        """Wait for the writes in flight, whatever they gave (the folder goes)."""
+        try:
+            self.flush()
+        except Exception as exc:  # the folder is being removed: its parts do not matter
+            log.debug("a write failed as its folder went: %s", exc)
+
+    def _write_part(
+        self, write: Callable[[], None], then: Callable[[], None] | None = None
+    ) -> None:
+        """``write`` a part in the writers' thread once the writes before it are done; one
+        part at most is in flight, so memory holds one part more than the caller's."""
+        self.flush()
+        self._writes.submit(write, then)
 
     def results(self) -> "pa.Table | None":
         """Every result so far, the latest per address."""
@@ -254,6 +348,7 @@ class WorkDir:
         return table.filter(pc.fill_null(first, True))
 
     def _parts(self, kind: str) -> list[Path]:
+        self.flush()
         return sorted((self.path / kind).glob("part-*.parquet"))
 
 

@@ -403,6 +403,7 @@ class WorkTables:
     def _result_rows(self) -> int:
         import pyarrow.parquet as pq
 
+        self.work.flush()
         return sum(pq.read_metadata(p).num_rows for p in _parts_of(self.work.path / "results"))
 
     def _own_emails(self) -> bool:
@@ -410,6 +411,7 @@ class WorkTables:
         says; a part without the key counts as yes)."""
         import pyarrow.parquet as pq
 
+        self.work.flush()
         for part in _parts_of(self.work.path / "results"):
             metadata = pq.read_schema(part).metadata or {}
             if metadata.get(OWN_EMAIL, b"1") != b"0":
@@ -417,7 +419,9 @@ class WorkTables:
         return False
 
     def _parts(self, kind: str) -> str:
-        """``read_parquet([...])`` of the work folder's parts of ``kind``; "" when none."""
+        """``read_parquet([...])`` of the work folder's parts of ``kind``; "" when none (the
+        part being written is waited for: pipeline/workdir.py)."""
+        self.work.flush()
         parts = _parts_of(self.work.path / kind)
         if not parts:
             return ""
