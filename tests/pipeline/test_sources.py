@@ -10,6 +10,7 @@ import uuid
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import openpyxl
 import pandas as pd
@@ -902,13 +903,18 @@ def test_duckdb_file(tmp_path: Path) -> None:
     assert column(query, "email") == ["u7@example.com"]
 
 
-@pytest.fixture
-def postgres_table() -> Iterator[str]:
+def _postgres() -> Any:
+    """An autocommit connection to the test database (the test is skipped without one)."""
     psycopg = pytest.importorskip("psycopg")
     try:
-        connection = psycopg.connect(POSTGRES_URL, connect_timeout=3, autocommit=True)
+        return psycopg.connect(POSTGRES_URL, connect_timeout=3, autocommit=True)
     except psycopg.OperationalError as exc:
         pytest.skip(f"no PostgreSQL at {POSTGRES_URL}: {exc}")
+
+
+@pytest.fixture
+def postgres_table() -> Iterator[str]:
+    connection = _postgres()
     name = f"LH_people_{uuid.uuid4().hex[:10]}"  # mixed case: must be quoted
     connection.execute(f'create table "{name}" (id int, "Email" text, joined date, spent numeric)')
     with connection.cursor() as cursor:
@@ -947,6 +953,75 @@ def test_postgres_errors(postgres_table: str) -> None:
         open_source(POSTGRES_URL, table="no_such_table_here")
     with pytest.raises(SourceError, match=f"^{re.escape(str(POSTGRES_URL))}: .*syntax error"):
         open_source(POSTGRES_URL, query="selec 1")
+
+
+@pytest.fixture
+def postgres_typed_table() -> Iterator[str]:
+    """Columns of every type that reaches Arrow over COPY unchanged or widened."""
+    connection = _postgres()
+    name = f"lh_typed_{uuid.uuid4().hex[:10]}"
+    connection.execute(
+        f"create table {name} (id int, big bigint, email text, ok boolean, weight float8, "
+        "born date, seen timestamptz, local_seen timestamp, note varchar(20))"
+    )
+    at = dt.datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=dt.UTC)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"insert into {name} values (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [
+                (
+                    i,
+                    None if i % 7 == 0 else 2**40 + i,
+                    f"u{i}@example.com" if i % 11 else None,
+                    i % 2 == 0,
+                    i / 3,
+                    dt.date(2024, 1, 1) + dt.timedelta(days=i % 400),
+                    at + dt.timedelta(seconds=i),
+                    at.replace(tzinfo=None),
+                    f"100% ü {i}",
+                )
+                for i in range(2500)
+            ],
+        )
+    try:
+        yield name
+    finally:
+        connection.execute(f"drop table if exists {name}")
+        connection.close()
+
+
+def _read_all(source: Source) -> pa.Table:
+    return pa.Table.from_batches(list(source.batches(rows=1000)))
+
+
+def test_postgres_rows_come_over_copy_as_the_cursor_gives_them(
+    postgres_typed_table: str, postgres_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADBC's binary COPY gives the same schema and values as the cursor's rows; a column it
+    would give otherwise (numeric) sends the whole read through the cursor."""
+    from listhygiene.pipeline._sql import SqlSource
+
+    # a % written in a query is one % (compiled for psycopg, it would be two)
+    like = f"select id, note from {postgres_typed_table} where note in ('100% ü 12', 'x') or id < 3"
+    sources = [
+        lambda: open_source(POSTGRES_URL, table=postgres_typed_table),
+        lambda: open_source(POSTGRES_URL, query=like),
+    ]
+    over_copy = []
+    for make in sources:
+        source = make()
+        stream = source._arrow_stream()  # type: ignore[attr-defined]
+        assert stream is not None
+        assert list(stream)
+        over_copy.append(_read_all(source))
+    assert over_copy[1].column("id").to_pylist() == [0, 1, 2, 12]
+    assert open_source(POSTGRES_URL, table=postgres_table)._arrow_stream() is None  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(SqlSource, "_arrow_stream", lambda self: None)
+    for make, table in zip(sources, over_copy, strict=True):
+        through_cursor = _read_all(make())
+        assert table.schema == through_cursor.schema
+        assert table.equals(through_cursor)
 
 
 def test_postgres_unreachable_fails_quickly_and_masks_the_password() -> None:
