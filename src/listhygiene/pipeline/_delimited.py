@@ -44,9 +44,7 @@ import csv
 import itertools
 import math
 import os
-import queue
 import re
-import threading
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +67,7 @@ from listhygiene.pipeline.sources import (
     bad_record,
     empty_batch,
     line_too_long,
+    read_ahead,
     rebatch,
     string_schema,
     unique_names,
@@ -128,7 +127,7 @@ class CsvSource(Source):
     def batches(self, rows: int = 65_536) -> Iterator[pa.RecordBatch]:
         self.info.bad_records.clear()
         chunk = min(_MAX_CHUNK, max(_MIN_CHUNK, rows * self._bytes_per_row * 5 // 4))
-        pieces = _read_ahead(self._read(chunk, self.info.bad_records))
+        pieces = read_ahead(self._read(chunk, self.info.bad_records))
         try:
             yield from rebatch(pieces, rows, self._schema)
         finally:  # the read-ahead thread stops now, not when a traceback lets go of it
@@ -358,50 +357,6 @@ class TxtSource(Source):
                 lines = pa.array(text.split("\n"), pa.string())
                 keep = pc.not_equal(trim_invisible(lines), "")
                 yield pa.Table.from_arrays([lines.filter(keep)], schema=self._SCHEMA)
-
-
-def _read_ahead(pieces: Generator[pa.Table, None, None]) -> Generator[pa.Table, None, None]:
-    """``pieces``, each read one ahead in a thread of its own: the next chunk is parsed while
-    the caller cleans and stages this one (pyarrow's parser lets go of the GIL; docs/pipeline.md,
-    "Speed"). What reading raises is raised here, in its place; a caller that stops early stops
-    the thread, and the file is closed before this generator is."""
-    handoff: queue.Queue[tuple[pa.Table | None, BaseException | None]] = queue.Queue(maxsize=1)
-    stop = threading.Event()
-
-    def hand(item: tuple[pa.Table | None, BaseException | None]) -> bool:
-        while not stop.is_set():
-            try:
-                handoff.put(item, timeout=0.1)
-            except queue.Full:
-                continue
-            return True
-        return False
-
-    def produce() -> None:
-        try:
-            for piece in pieces:
-                if not hand((piece, None)):
-                    return
-        except BaseException as exc:  # handed over, raised in the caller's thread
-            hand((None, exc))
-            return
-        finally:
-            pieces.close()
-        hand((None, None))
-
-    thread = threading.Thread(target=produce, name="listhygiene-read-ahead", daemon=True)
-    thread.start()
-    try:
-        while True:
-            piece, error = handoff.get()
-            if error is not None:
-                raise error
-            if piece is None:
-                return
-            yield piece
-    finally:
-        stop.set()
-        thread.join()
 
 
 # -- delimiter and header ----------------------------------------------------------------------

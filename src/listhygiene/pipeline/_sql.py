@@ -23,7 +23,7 @@ own message; the password never appears in a message.
 """
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from listhygiene.pipeline.sources import (
     bad_record,
     conform,
     infer_type,
+    read_ahead,
     rebatch,
     settle_schema,
     values_to_array,
@@ -112,9 +113,13 @@ class SqlSource(Source):
 
     def batches(self, rows: int = 65_536) -> Iterator[pa.RecordBatch]:
         self.info.bad_records.clear()
-        yield from rebatch(self._read(rows, self.info.bad_records), rows, self._schema)
+        pieces = read_ahead(self._read(rows, self.info.bad_records))
+        try:
+            yield from rebatch(pieces, rows, self._schema)
+        finally:  # the read-ahead thread stops now, not when a traceback lets go of it
+            pieces.close()
 
-    def _read(self, rows: int, bad: list[BadRecord]) -> Iterator[pa.Table]:
+    def _read(self, rows: int, bad: list[BadRecord]) -> Generator[pa.Table, None, None]:
         from sqlalchemy.exc import SQLAlchemyError
 
         arrow = self._arrow_stream()

@@ -36,11 +36,13 @@ column is null, and its row a bad record. An input without rows gives one empty 
 """
 
 import os
+import queue
 import re
 import stat
 import sys
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -332,6 +334,51 @@ def conform(batch: pa.RecordBatch | pa.Table, schema: pa.Schema) -> pa.RecordBat
     if isinstance(batch, pa.Table):
         return pa.Table.from_arrays(columns, schema=schema)
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def read_ahead(pieces: Generator[pa.Table, None, None]) -> Generator[pa.Table, None, None]:
+    """``pieces``, each read one ahead in a thread of its own: the next chunk is parsed (or
+    fetched) while the caller cleans and stages this one (pyarrow's parser and ADBC let go of
+    the GIL; docs/pipeline.md, "Speed"). What reading raises is raised here, in its place; a
+    caller that stops early stops the thread, and the file (or connection) is closed before this
+    generator is."""
+    handoff: queue.Queue[tuple[pa.Table | None, BaseException | None]] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def hand(item: tuple[pa.Table | None, BaseException | None]) -> bool:
+        while not stop.is_set():
+            try:
+                handoff.put(item, timeout=0.1)
+            except queue.Full:
+                continue
+            return True
+        return False
+
+    def produce() -> None:
+        try:
+            for piece in pieces:
+                if not hand((piece, None)):
+                    return
+        except BaseException as exc:  # handed over, raised in the caller's thread
+            hand((None, exc))
+            return
+        finally:
+            pieces.close()
+        hand((None, None))
+
+    thread = threading.Thread(target=produce, name="listhygiene-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            piece, error = handoff.get()
+            if error is not None:
+                raise error
+            if piece is None:
+                return
+            yield piece
+    finally:
+        stop.set()
+        thread.join()
 
 
 def rebatch(
