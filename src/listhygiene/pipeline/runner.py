@@ -107,6 +107,7 @@ class Run:
         )
         OutputFolder(self.out).check_writable()
         backend = self._backend()
+        work: WorkDir | None = None
         try:
             if not backend.resumable:
                 return []
@@ -123,6 +124,8 @@ class Run:
                     return waiting
                 return await self._submit(backend, work, tables, distinct)
         finally:
+            if work is not None:
+                work.settle()
             await backend.aclose()
             if self.memory is not None:
                 self.memory.close()
@@ -220,6 +223,7 @@ class Run:
             folder.discard()
             raise
         finally:
+            work.settle()  # what a failed run saved is on disk when it returns
             worker.close()
             tables.close()
             await backend.aclose()

@@ -138,7 +138,7 @@ class WorkDir:
     def remove(self) -> None:
         """Remove the folder and everything in it, and its mirror (nothing to resume any
         more)."""
-        self._settle()
+        self.settle()
         shutil.rmtree(self.path, ignore_errors=True)
         if self.mirror is not None:
             self.mirror.remove()
@@ -313,12 +313,14 @@ class WorkDir:
         """Wait for the writes in flight; raise the first error, if one failed."""
         self._writes.flush()
 
-    def _settle(self) -> None:
-        """Wait for the writes in flight, whatever they gave (the folder goes)."""
+    def settle(self) -> None:
+        """Wait for the writes in flight, whatever they gave: when the folder goes, or a run
+        ends (a failed run's state is all on disk when it returns; a write that failed is
+        logged, and the rerun does its step again)."""
         try:
             self.flush()
-        except Exception as exc:  # the folder is being removed: its parts do not matter
-            log.debug("a write failed as its folder went: %s", exc)
+        except Exception as exc:
+            log.warning("the work folder %s was not brought up to date: %s", self.path, exc)
 
     def _write_part(
         self, write: Callable[[], None], then: Callable[[], None] | None = None
