@@ -20,9 +20,10 @@
 
 Parts are written in a thread of their own, one at a time, while the caller goes on (pyarrow
 encodes without the GIL, so the next batch is parsed or verified meanwhile on the other core:
-docs/pipeline.md, "Speed"). Whatever reads the parts, and every save of the manifest, waits for
-the write in flight first (:meth:`WorkDir.flush`): the manifest never names a job as done, nor a
-stage as reached, before the parts it stands for are on disk.
+docs/pipeline.md, "Speed"). Whatever reads the parts waits for the write in flight first
+(:meth:`WorkDir.flush`), and every save of the manifest lands after the writes before it: the
+manifest never names a job as done, nor a stage as reached, before the parts it stands for are
+on disk.
 
 A run started again with the same output folder and the same input reuses all of it; a changed
 input or changed settings start afresh.
@@ -303,7 +304,8 @@ class WorkDir:
         self._result_parts += 1
         name = f"results/part-{self._result_parts:06d}.parquet"
         mirror = self.mirror
-        # uploaded within a second of its write: a killed run loses little more there
+        # queued for upload once written (at the next part, or flush): a killed run loses
+        # little more there
         self._write_part(
             lambda: _write_atomic(stamped, self.path / name),
             then=(lambda: mirror.queue(self.path, name)) if mirror is not None else None,
