@@ -1024,6 +1024,13 @@ def test_postgres_rows_come_over_copy_as_the_cursor_gives_them(
         assert table.equals(through_cursor)
 
 
+def test_postgres_error_while_copying_is_a_source_error(postgres_typed_table: str) -> None:
+    query = f"select id, 1 / (2000 - id) as x from {postgres_typed_table}"
+    source = open_source(POSTGRES_URL, query=query)  # the sample's rows divide
+    with pytest.raises(SourceError, match=f"^{re.escape(str(POSTGRES_URL))}: .*division by zero"):
+        _read_all(source)
+
+
 def test_postgres_unreachable_fails_quickly_and_masks_the_password() -> None:
     url = "postgresql://postgres:s3cret-pw@127.0.0.1:1/test?connect_timeout=3"
     with pytest.raises(SourceError) as caught:

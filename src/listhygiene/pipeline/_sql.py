@@ -189,7 +189,7 @@ class SqlSource(Source):
         try:
             for batch in reader:
                 yield pa.Table.from_batches([conform(batch, self._schema)])
-        except error as exc:
+        except (error, pa.ArrowException, OSError) as exc:  # libpq's, through Arrow's stream
             raise self._error(exc) from None
         finally:
             cursor.close()
