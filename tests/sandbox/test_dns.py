@@ -101,13 +101,19 @@ def test_nxdomain_under_a_domain_carries_its_soa(sandbox: Sandbox) -> None:
 
 
 def test_empty_non_terminal_is_no_data_not_nxdomain(sandbox: Sandbox) -> None:
-    # 127.in-addr style: only x.y.z.w.bl.sandbox.test exists, so y.z.w.bl.sandbox.test is empty
+    """127.in-addr style: only x.y.z.w.bl.sandbox.test exists, so every name between it and the
+    zone is empty (no data), at each depth, and a sibling at each depth does not exist."""
     address = sandbox.address_of("mx2.acme.test").split(".")
-    parent = ".".join(reversed(address[:3])) + ".bl.sandbox.test"
-    query = dns.message.make_query(parent, "A")
-    response = dns.query.udp(query, "127.0.0.1", port=sandbox.dns_port, timeout=2)
-    assert response.rcode() == dns.rcode.NOERROR
-    assert response.answer == []
+    for depth in (1, 2, 3):
+        parent = ".".join(reversed(address[:depth])) + ".bl.sandbox.test"
+        query = dns.message.make_query(parent, "A")
+        response = dns.query.udp(query, "127.0.0.1", port=sandbox.dns_port, timeout=2)
+        assert response.rcode() == dns.rcode.NOERROR, parent
+        assert response.answer == []
+        sibling = "x" + parent
+        query = dns.message.make_query(sibling, "A")
+        response = dns.query.udp(query, "127.0.0.1", port=sandbox.dns_port, timeout=2)
+        assert response.rcode() == dns.rcode.NXDOMAIN, sibling
 
 
 def test_a_broken_domain_is_broken_below_too(sandbox: Sandbox) -> None:

@@ -67,8 +67,8 @@ from listhygiene.pipeline.sources import (
     bad_record,
     empty_batch,
     line_too_long,
-    read_ahead,
     rebatch,
+    rebatched_ahead,
     string_schema,
     unique_names,
 )
@@ -127,11 +127,7 @@ class CsvSource(Source):
     def batches(self, rows: int = 65_536) -> Iterator[pa.RecordBatch]:
         self.info.bad_records.clear()
         chunk = min(_MAX_CHUNK, max(_MIN_CHUNK, rows * self._bytes_per_row * 5 // 4))
-        pieces = read_ahead(self._read(chunk, self.info.bad_records))
-        try:
-            yield from rebatch(pieces, rows, self._schema)
-        finally:  # the read-ahead thread stops now, not when a traceback lets go of it
-            pieces.close()
+        yield from rebatched_ahead(self._read(chunk, self.info.bad_records), rows, self._schema)
 
     # -- reading ---------------------------------------------------------------------------------
 

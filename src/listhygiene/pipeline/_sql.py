@@ -37,8 +37,7 @@ from listhygiene.pipeline.sources import (
     bad_record,
     conform,
     infer_type,
-    read_ahead,
-    rebatch,
+    rebatched_ahead,
     settle_schema,
     values_to_array,
 )
@@ -113,11 +112,7 @@ class SqlSource(Source):
 
     def batches(self, rows: int = 65_536) -> Iterator[pa.RecordBatch]:
         self.info.bad_records.clear()
-        pieces = read_ahead(self._read(rows, self.info.bad_records))
-        try:
-            yield from rebatch(pieces, rows, self._schema)
-        finally:  # the read-ahead thread stops now, not when a traceback lets go of it
-            pieces.close()
+        yield from rebatched_ahead(self._read(rows, self.info.bad_records), rows, self._schema)
 
     def _read(self, rows: int, bad: list[BadRecord]) -> Generator[pa.Table, None, None]:
         from sqlalchemy.exc import SQLAlchemyError

@@ -336,6 +336,18 @@ def conform(batch: pa.RecordBatch | pa.Table, schema: pa.Schema) -> pa.RecordBat
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+def rebatched_ahead(
+    pieces: Generator[pa.Table, None, None], rows: int, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """:func:`rebatch` over ``pieces`` read one ahead (:func:`read_ahead`); the reading thread
+    stops when this generator does, not when a traceback lets go of it."""
+    ahead = read_ahead(pieces)
+    try:
+        yield from rebatch(ahead, rows, schema)
+    finally:
+        ahead.close()
+
+
 def read_ahead(pieces: Generator[pa.Table, None, None]) -> Generator[pa.Table, None, None]:
     """``pieces``, each read one ahead in a thread of its own: the next chunk is parsed (or
     fetched) while the caller cleans and stages this one (pyarrow's parser and ADBC let go of

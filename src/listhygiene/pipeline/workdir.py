@@ -276,8 +276,7 @@ class WorkDir:
         """The staged parts in order (``columns`` of them only, when given)."""
         import pyarrow.parquet as pq
 
-        self.flush()
-        for part in self._parts("rows"):
+        for part in self._parts("rows"):  # waits for the part being written
             yield pq.read_table(part, columns=columns)
 
     @property
