@@ -12,7 +12,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from listhygiene.engine import Engine
 from listhygiene.sandbox import Sandbox
@@ -584,6 +584,41 @@ async def test_killed_worker_job_is_resumed_once(tmp_path: Path, sandbox: Sandbo
         assert final.credits_used == distinct - 1  # the unknown one is free
         credits = store.credits(kid)
         assert (credits.balance, credits.consumed) == (50 - distinct + 1, distinct - 1)
+
+
+async def test_a_job_s_rows_are_read_once_however_many_saves(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
+    # Form B counts submitted rows, duplicates included. How many rows each address has was read
+    # for every save, and on a PostgreSQL job just written that read cost about 25 ms of the
+    # database's CPU a save (docs/service.md, "Fairness"): a worker reads it once per job.
+    emails = [*NORTHWIND, NORTHWIND[0], NORTHWIND[0], NORTHWIND[3], "bad address"]
+    with Store(f"sqlite:///{tmp_path / 'copies.db'}") as store:
+        kid = key_id(store, new_key(store, 50))
+        job = create_bulk_job(store, kid, emails, check_smtp=True, webhook_url=None)
+        reads: list[str] = []
+
+        def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+            if statement.lstrip().upper().startswith("SELECT") and "job_rows" in statement:
+                reads.append(statement)
+
+        event.listen(store.engine, "before_cursor_execute", record)
+        worker = JobWorker(store, engine_for(sandbox), batch_size=2, poll_seconds=0.05)
+        await worker.start()
+        try:
+            await _until(lambda: get_job(store, kid, job.id).status == "completed")  # type: ignore[union-attr]
+        finally:
+            await worker.stop()
+            event.remove(store.engine, "before_cursor_execute", record)
+        final = get_job(store, kid, job.id)
+        assert final is not None
+        # 13 distinct addresses in saves of 2: 7 saves, and two reads of the rows in all (the
+        # addresses to verify, and those submitted more than once)
+        assert len(reads) == 2, reads
+        assert final.processed == final.total == len(emails)
+        assert final.valid == len(NORTHWIND) + 3  # the duplicates each count as a row
+        assert final.invalid == 1
+        assert final.credits_used == len(NORTHWIND) + 1  # an invalid verdict is charged
 
 
 async def test_clean_stop_releases_the_job(tmp_path: Path, sandbox: Sandbox) -> None:

@@ -36,6 +36,7 @@ from listhygiene.service.store.jobs import (
     LostClaim,
     StoredJob,
     claim_job,
+    duplicate_addresses,
     fail_job,
     finish_job,
     heartbeat,
@@ -43,7 +44,6 @@ from listhygiene.service.store.jobs import (
     prepare_results,
     release_job,
     save_prepared,
-    save_results,
 )
 from listhygiene.service.store.models import new_id
 from listhygiene.service.store.retry import is_transient, retry_async, retry_attempts
@@ -179,8 +179,11 @@ class JobWorker:
 
     async def _work(self, job: StoredJob, claimer: str) -> None:
         buffer: list[tuple[str, VerificationResult]] = []
+        duplicates: dict[str, int] | None = None
         try:
             pending = await self._db(pending_addresses, self.store, job.id)
+            # read once: form B counts submitted rows, and they do not change (store/jobs.py)
+            duplicates = await self._db(duplicate_addresses, self.store, job.id)
             last = time.monotonic()
             # bulk work, its key the tenant: interactive requests go first (docs/service.md)
             verified = self.engine.verify_each(
@@ -190,10 +193,10 @@ class JobWorker:
                 buffer.append((str(given), result))
                 if len(buffer) >= self.batch_size or time.monotonic() - last >= self.flush_seconds:
                     batch, buffer = buffer, []
-                    await self._save(job.id, batch, claimer)
+                    await self._save(job.id, batch, claimer, duplicates)
                     last = time.monotonic()
             batch, buffer = buffer, []
-            await self._save(job.id, batch, claimer)
+            await self._save(job.id, batch, claimer, duplicates)
             await self._write(finish_job, self.store, job.id, claimer, announce=announce_job)
         except LostClaim:
             log.warning("job %s was taken over by another worker", job.id)
@@ -203,7 +206,10 @@ class JobWorker:
                 # Synchronous (quick statements): an await could be cancelled in turn.
                 with contextlib.suppress(Exception):
                     if buffer:
-                        save_results(self.store, job.id, buffer, worker_id=claimer)
+                        prepared = prepare_results(job.id, buffer)
+                        save_prepared(
+                            self.store, prepared, worker_id=claimer, duplicates=duplicates
+                        )
                     release_job(self.store, job.id, claimer)
             raise
         except _HandBack as exc:
@@ -268,11 +274,17 @@ class JobWorker:
             raise
 
     async def _save(
-        self, job_id: str, batch: list[tuple[str, VerificationResult]], claimer: str
+        self,
+        job_id: str,
+        batch: list[tuple[str, VerificationResult]],
+        claimer: str,
+        duplicates: dict[str, int] | None,
     ) -> None:
         # serialised here, on the loop at the runner's priority; the writer only writes
         prepared = prepare_results(job_id, batch)
-        await self._write(save_prepared, self.store, prepared, worker_id=claimer)
+        await self._write(
+            save_prepared, self.store, prepared, worker_id=claimer, duplicates=duplicates
+        )
 
     async def _heartbeat(self, job_id: str, claimer: str) -> None:
         """Heartbeat the claim; return (which cancels the work) when it is lost."""
