@@ -27,12 +27,13 @@ A form A row whose email cell holds no address (blank, a placeholder) has no add
 it is in the result file as invalid (``invalid_syntax``), free, and in no count.
 """
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from listhygiene.engine.syntax import parse_address
@@ -473,47 +474,74 @@ def save_prepared(
         copies: Mapping[str, int] = {a: duplicates.get(a, 1) for a in batch.statuses}
     else:
         copies = _copies(store, job_id, list(batch.statuses)) if batch.rows else {}
-    dialect_insert = postgresql.insert if store.backend == "postgresql" else sqlite.insert
+    statements = _save_statements(store.backend)
+    now = utcnow()
     with store.transaction(write=True) as conn:
-        holder = _held(worker_id, job_id) if worker_id else Job.id == job_id
         # Take the job's row lock first (PostgreSQL), so that counts are added once.
-        form = conn.execute(
-            update(Job).where(holder).values(heartbeat_at=utcnow()).returning(Job.form)
-        ).scalar_one_or_none()
+        if worker_id:
+            held = {"job_id": job_id, "worker_id": worker_id, "now": now}
+            form = conn.execute(statements.beat_held, held).scalar_one_or_none()
+        else:
+            form = conn.execute(statements.beat, {"job_id": job_id, "now": now}).scalar_one()
         if form is None:
             raise LostClaim(job_id)
         if not batch.rows:
             return 0
         # An executemany: one cached statement, whatever the batch's size (a ``.values(rows)``
         # of 100 rows was compiled anew for each batch, half the transaction's CPU).
-        inserted = set(
-            conn.execute(
-                dialect_insert(JobResult)
-                .on_conflict_do_nothing(index_elements=[JobResult.job_id, JobResult.address])
-                .returning(JobResult.address),
-                batch.rows,
-            ).scalars()
-        )
+        inserted = set(conn.execute(statements.insert, batch.rows).scalars())
         if not inserted:
             return 0
         columns = _COUNT_COLUMNS[form]
         which = 0 if form == "a" else 1
-        added = dict.fromkeys(columns.values(), 0)
+        added = {f"n_{column}": 0 for column in columns.values()}
         processed = 0
         for address in inserted:
             # form A counts distinct addresses, form B submitted rows, duplicates included
             n = 1 if form == "a" else copies.get(address, 0)
             processed += n
-            added[columns[batch.statuses[address][which]]] += n
-        values: dict[str, Any] = {
-            "processed": Job.processed + processed,
-            "credits_used": Job.credits_used + len(inserted & batch.charged),
+            added[f"n_{columns[batch.statuses[address][which]]}"] += n
+        counts = {
+            "job_id": job_id,
+            "n_processed": processed,
+            "n_credits_used": len(inserted & batch.charged),
+            **added,
         }
-        for column, n in added.items():
-            if n:
-                values[column] = getattr(Job, column) + n
-        conn.execute(update(Job).where(Job.id == job_id).values(**values))
+        conn.execute(statements.counts[form], counts)
         return len(inserted)
+
+
+@dataclass(frozen=True)
+class _SaveStatements:
+    """The statements of a save, built once per backend with bound parameters: on SQLite a save
+    holds the write lock the server's admissions wait for, and building SQLAlchemy statements
+    anew in each save was most of its time under the lock (2 of 3.8 ms a save of 100)."""
+
+    beat_held: Any
+    beat: Any
+    insert: Any
+    counts: dict[str, Any]
+
+
+@functools.cache
+def _save_statements(backend: str) -> _SaveStatements:
+    dialect_insert = postgresql.insert if backend == "postgresql" else sqlite.insert
+    job_id: Any = bindparam("job_id", type_=Job.__table__.c.id.type)
+    beat: dict[str, Any] = {"heartbeat_at": bindparam("now")}
+    held = and_(Job.id == job_id, Job.claimed_by == bindparam("worker_id"), Job.status.in_(_OPEN))
+    counts: dict[str, Any] = {}
+    for form, columns in _COUNT_COLUMNS.items():
+        names = ["processed", "credits_used", *columns.values()]
+        added = {name: getattr(Job, name) + bindparam(f"n_{name}") for name in names}
+        counts[form] = update(Job).where(Job.id == job_id).values(**added)
+    return _SaveStatements(
+        beat_held=update(Job).where(held).values(**beat).returning(Job.form),
+        beat=update(Job).where(Job.id == job_id).values(**beat).returning(Job.form),
+        insert=dialect_insert(JobResult)
+        .on_conflict_do_nothing(index_elements=[JobResult.job_id, JobResult.address])
+        .returning(JobResult.address),
+        counts=counts,
+    )
 
 
 def duplicate_addresses(store: Store, job_id: str) -> dict[str, int]:
