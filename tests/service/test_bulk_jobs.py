@@ -590,7 +590,7 @@ async def test_a_job_s_rows_are_read_once_however_many_saves(
     tmp_path: Path, sandbox: Sandbox
 ) -> None:
     # Form B counts submitted rows, duplicates included. How many rows each address has was read
-    # for every save, and on a PostgreSQL job just written that read cost about 25 ms of the
+    # for every save, and on a PostgreSQL job just written that read cost about 35 ms of the
     # database's CPU a save (docs/service.md, "Fairness"): a worker reads it once per job.
     emails = [*NORTHWIND, NORTHWIND[0], NORTHWIND[0], NORTHWIND[3], "bad address"]
     with Store(f"sqlite:///{tmp_path / 'copies.db'}") as store:
@@ -677,6 +677,8 @@ def test_claims_saves_and_settles_once(empty_db_url: str) -> None:
         result = VerificationResult(email="a@x.test", status="valid", score=0.9, credits_used=1)
         with pytest.raises(LostClaim):
             save_results(store, job.id, [("a@x.test", result)], worker_id="w1")
+        with pytest.raises(LostClaim):  # no such job, with or without a worker
+            save_results(store, "no-such-job", [("a@x.test", result)])
         assert save_results(store, job.id, [("a@x.test", result)], worker_id="w2") == 1
         assert save_results(store, job.id, [("a@x.test", result)], worker_id="w2") == 0
         assert pending_addresses(store, job.id) == ["b@x.test"]

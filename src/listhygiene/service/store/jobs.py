@@ -482,7 +482,8 @@ def save_prepared(
             held = {"job_id": job_id, "worker_id": worker_id, "now": now}
             form = conn.execute(statements.beat_held, held).scalar_one_or_none()
         else:
-            form = conn.execute(statements.beat, {"job_id": job_id, "now": now}).scalar_one()
+            beat = {"job_id": job_id, "now": now}
+            form = conn.execute(statements.beat, beat).scalar_one_or_none()
         if form is None:
             raise LostClaim(job_id)
         if not batch.rows:
@@ -515,7 +516,8 @@ def save_prepared(
 class _SaveStatements:
     """The statements of a save, built once per backend with bound parameters: on SQLite a save
     holds the write lock the server's admissions wait for, and building SQLAlchemy statements
-    anew in each save was most of its time under the lock (2 of 3.8 ms a save of 100)."""
+    anew in each save was most of its time under the lock (a save of 100: 1.5 ms, against
+    2.5-3.8 ms; ``benchmarks/saves.py``)."""
 
     beat_held: Any
     beat: Any
@@ -549,9 +551,10 @@ def duplicate_addresses(store: Store, job_id: str) -> dict[str, int]:
     reads once per job for :func:`save_prepared` (every other address has one row).
 
     One grouped read of the job's rows. Read per save instead, for each batch's addresses, it
-    cost PostgreSQL about 25 ms of CPU a save of 100 on a job just written (the table has no
-    statistics yet, and the planner reads all the job's rows for each batch): 2.6 s of a
-    10,000-address job's 2.8 s in the database (docs/service.md, "Fairness")."""
+    cost PostgreSQL about 35 ms of CPU a save of 100 on a job just written (the table has no
+    statistics yet, and the planner reads all the job's rows for each batch): 3.5 s for a
+    10,000-address job's saves, against 0.24 s now (``benchmarks/saves.py``; docs/service.md,
+    "Fairness")."""
     query = (
         select(JobRow.address, func.count())
         .where(JobRow.job_id == job_id, JobRow.address.is_not(None))
