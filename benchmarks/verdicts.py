@@ -157,6 +157,7 @@ def with_smtp(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                     "run": "first" if index == 0 else "second",
                     "wall_seconds": round(wall, 2),
                     "quality_seconds": round(summary["timings"]["seconds"].get("quality", 0), 2),
+                    "phases": summary["timings"]["seconds"],
                     "verdicts": summary["verdicts"],
                     "smtp_connections": sum(sandbox.stats(h).connections for h in names)
                     - connections,
