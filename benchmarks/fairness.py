@@ -238,14 +238,17 @@ def pin(pid: int, cpus: set[int]) -> None:
                 continue
 
 
-def lock_trace(folder: Path, server: ServerProcess, window: list[float]) -> list[dict[str, Any]]:
-    """The write transactions of the server and its job runner that ended while the job ran,
-    by process and caller: how many, their wait for the turn and their hold, in milliseconds."""
+def lock_trace(
+    folder: Path, server: ServerProcess, windows: list[list[float]]
+) -> list[dict[str, Any]]:
+    """The write transactions of the server and its job runner that ended while a job ran (any
+    round's; not the idle phases between), by process and caller: how many, their wait for the
+    turn and their hold, in milliseconds."""
     groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for path in folder.glob("*.txt"):
         for line in path.read_text().splitlines():
             at, pid, nice, caller, wait_ms, hold_ms = line.split()
-            if not window[0] <= float(at) <= window[1]:
+            if not any(start <= float(at) <= end for start, end in windows):
                 continue
             # the runner's writer thread runs at the server's nice, the rest of it at its own
             role = "server" if int(pid) == server.pid else f"job runner (nice {nice})"
@@ -557,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
             measure(server, cpu, key_a, key_b, jobs, b_addresses, args.smtp, args.idle_requests)
         )
         if args.lock_trace:
-            report["lock_trace"] = lock_trace(folder / "lock-trace", server, report["job_window"])
+            report["lock_trace"] = lock_trace(folder / "lock-trace", server, report["job_windows"])
     # The machine's load (1-minute average) when the run started and ended: the figures are
     # only comparable between runs at a similar load (2 cores, shared with other work).
     report["load"] = {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)}
