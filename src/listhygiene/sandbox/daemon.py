@@ -4,7 +4,9 @@
 back over a pipe: "ready" with its endpoints, or the error (a port in use, say). Only then does
 ``up`` return, so a failure leaves no stray process and success means the world answers. The
 child records itself in a state file; ``down`` stops it with SIGTERM (SIGKILL after a grace
-period) and removes the file. A lock keeps two ``up`` from racing.
+period) and removes the file. A lock keeps two ``up`` from racing. The child also keeps
+``defences.json`` beside the state file: what its hosts said to clients that went too far, for
+benchmarks in other processes (docs/sandbox.md, "What the hosts said").
 """
 
 import asyncio
@@ -30,6 +32,8 @@ _READY = "ready "
 _FAILED = "failed "
 _START_TIMEOUT = 60.0
 _STOP_GRACE = 10.0
+#: At most this often (seconds) the daemon rewrites defences.json, and only when it changed.
+_REPORT_EVERY = 1.0
 _MARKER = "listhygiene.sandbox.daemon"
 
 
@@ -77,6 +81,11 @@ def state_dir() -> Path:
 
 def _state_file() -> Path:
     return state_dir() / "state.json"
+
+
+def defences_file() -> Path:
+    """Where the background sandbox keeps its hosts' defence report."""
+    return state_dir() / "defences.json"
 
 
 @contextlib.contextmanager
@@ -206,6 +215,31 @@ def down() -> SandboxState:
 # -- the background process ----------------------------------------------------------------------
 
 
+class _DefenceFile:
+    """defences.json: the servers' ``defence_report``, replaced atomically when it changed."""
+
+    def __init__(self, servers: SandboxServers, path: Path) -> None:
+        self.servers = servers
+        self.path = path
+        self._written: str | None = None
+
+    def write(self) -> None:
+        text = json.dumps(self.servers.defence_report())
+        if text == self._written:
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(self.path)
+        self._written = text
+
+    async def keep_written(self) -> None:
+        """Rewrite the file at most once every ``_REPORT_EVERY`` seconds, while it changes."""
+        while True:
+            await asyncio.sleep(_REPORT_EVERY)
+            with contextlib.suppress(OSError):  # a full disk must not stop the servers
+                self.write()
+
+
 async def _serve(world: str, dns_host: str, dns_port: int, smtp_port: int, log: str) -> int:
     servers = SandboxServers(load_world(world))
     try:
@@ -221,16 +255,24 @@ async def _serve(world: str, dns_host: str, dns_port: int, smtp_port: int, log: 
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(state)))
     tmp.replace(path)
+    defences = _DefenceFile(servers, defences_file())
+    defences.write()  # a fresh (empty) report before ``up`` returns, not the last run's
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     print(_READY + json.dumps(asdict(state)), flush=True)
     sys.stdout.close()
+    reporter = asyncio.create_task(defences.keep_written())
     try:
         await stop.wait()
     finally:
+        reporter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reporter
         await servers.stop()
+        with contextlib.suppress(OSError):
+            defences.write()  # the last word, once the servers have stopped
         with contextlib.suppress(OSError, ValueError):
             if SandboxState(**json.loads(path.read_text())).pid == os.getpid():
                 path.unlink()

@@ -161,6 +161,18 @@ class Sandbox:
             raise RuntimeError("the sandbox is not running")
         return self._servers.stats(host)
 
+    def defence_report(self) -> dict[str, Any]:
+        """What the hosts said to clients that went too far (``SandboxServers.defence_report``),
+        taken on the servers' own loop so that it is one consistent moment."""
+        if self._servers is None or self._loop is None:
+            raise RuntimeError("the sandbox is not running")
+        servers = self._servers
+
+        async def take() -> dict[str, Any]:
+            return servers.defence_report()
+
+        return asyncio.run_coroutine_threadsafe(take(), self._loop).result(timeout=30)
+
     @property
     def dns_queries(self) -> int:
         """DNS queries the sandbox has answered (or dropped) so far."""

@@ -3,8 +3,10 @@
 import asyncio
 import errno
 import random
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
+from listhygiene.sandbox.defences import Provider
 from listhygiene.sandbox.dns_server import DnsServer, Zone
 from listhygiene.sandbox.smtp_server import Directory, HostStats, MailHost
 from listhygiene.sandbox.tls import server_context
@@ -54,14 +56,35 @@ class SandboxServers:
         needs_tls = any(h.starttls for h in world.hosts.values())
         tls = server_context() if needs_tls else None
         directory = Directory(world)
+        #: Big providers: one shared front door (limits, bans) for each provider's hosts.
+        self.providers = {name: Provider(name, spec) for name, spec in world.providers.items()}
         self.hosts = {
-            name: MailHost(name, spec, self.addresses[name], directory, tls)
+            name: MailHost(name, spec, self.addresses[name], directory, tls, self._provider(name))
             for name, spec in world.hosts.items()
         }
         self.endpoints: Endpoints | None = None
 
+    def _provider(self, host: str) -> Provider | None:
+        name = self.world.provider_of(host)
+        return None if name is None else self.providers[name]
+
     def stats(self, host: str) -> HostStats:
         return self.hosts[host].stats
+
+    def defence_report(self) -> dict[str, Any]:
+        """What the hosts said to clients that went too far, JSON-safe (docs/sandbox.md, "What
+        the hosts said"): hosts with at least one connection, totals, and each provider."""
+        every = [host.stats for host in self.hosts.values()]
+        return {
+            "hosts": {
+                name: host.stats.defence_summary()
+                for name, host in self.hosts.items()
+                if host.stats.connections
+            },
+            "limits_met": sum(stats.limits_met for stats in every),
+            "bans": sum(stats.bans for stats in every),
+            "providers": {name: asdict(p.stats) for name, p in self.providers.items()},
+        }
 
     async def start(
         self, *, dns_host: str = "127.0.0.1", dns_port: int = 0, smtp_port: int = 0

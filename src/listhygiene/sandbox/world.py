@@ -26,11 +26,22 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-__all__ = ["BlockPolicy", "DomainSpec", "HostSpec", "MxSpec", "World", "WorldError", "load_world"]
+__all__ = [
+    "BlockPolicy",
+    "DomainSpec",
+    "HostSpec",
+    "MxSpec",
+    "PostscreenSpec",
+    "ProviderSpec",
+    "World",
+    "WorldError",
+    "load_world",
+]
 
 #: Where mail hosts get their loopback addresses when the world does not pin one.
 HOST_NETWORK = ipaddress.IPv4Network("127.1.0.0/16")
@@ -84,6 +95,15 @@ class BlockPolicy(_Spec):
     blocklist: str = "zen.spamhaus.org"
 
 
+class PostscreenSpec(_Spec):
+    """Postfix postscreen in front of a host: a client must wait for the whole greeting."""
+
+    #: postscreen_greet_wait (Postfix: 6 s): between the ``220-`` line and the final ``220``.
+    greet_wait_ms: int = Field(default=6000, ge=0)
+    #: The after-220 tests: a client's first session gets 450 4.3.2 to every RCPT.
+    deep_tests: bool = False
+
+
 class HostSpec(_Spec):
     """One mail host: where it listens and how it behaves."""
 
@@ -113,6 +133,33 @@ class HostSpec(_Spec):
     starttls: bool = False
     #: The name in the banner and EHLO reply; the host's own name when absent.
     banner_name: str | None = None
+    # -- self-defences (docs/sandbox.md, "Hosts") -------------------------------------------------
+    #: Postfix smtpd_soft_error_limit: from this many 4xx/5xx replies on, every reply is delayed.
+    soft_error_limit: int | None = Field(default=None, ge=0)
+    #: Postfix smtpd_hard_error_limit: from this many, the next command gets 421 and a hang-up.
+    hard_error_limit: int | None = Field(default=None, ge=1)
+    #: Postfix smtpd_error_sleep_time: the delay past ``soft_error_limit``.
+    error_sleep_ms: int = Field(default=0, ge=0)
+    #: Exchange's TarpitInterval: RCPTs refused for an unknown or disabled mailbox come this late.
+    rejected_rcpt_delay_ms: int = Field(default=0, ge=0)
+    #: anvil's smtpd_client_connection_count_limit: concurrent connections from one client IP.
+    max_connections_per_client: int | None = Field(default=None, ge=1)
+    #: anvil's smtpd_client_connection_rate_limit: connections from one client IP per window.
+    connection_rate_limit: int | None = Field(default=None, ge=1)
+    #: anvil_rate_time_unit: the sliding window of ``connection_rate_limit``.
+    rate_window_ms: int = Field(default=60000, ge=1)
+    postscreen: PostscreenSpec | None = None
+    #: Postfix smtpd_forbid_unauth_pipelining, for a host that does not advertise PIPELINING.
+    strict_pipelining: bool = False
+    #: MAIL before STARTTLS is refused (530 5.7.0); needs ``starttls``.
+    require_tls: bool = False
+
+    @field_validator("require_tls")
+    @classmethod
+    def _tls_to_require(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and not info.data.get("starttls"):
+            raise ValueError("require_tls needs starttls: true (there is no STARTTLS to require)")
+        return value
 
     @field_validator("address")
     @classmethod
@@ -171,6 +218,27 @@ class DomainSpec(_Spec):
         return self
 
 
+class ProviderSpec(_Spec):
+    """A big provider whose hosts share one limit per client IP (Gmail, Microsoft 365, Yahoo)."""
+
+    #: Host names of this world; a host belongs to one provider at most.
+    hosts: list[HostName] = []
+    #: New connections allowed from one client IP to all these hosts within ``window_ms``.
+    max_sessions: int | None = Field(default=None, ge=1)
+    window_ms: int = Field(default=60000, ge=1)
+    #: Connections allowed open at once from one client IP to all these hosts.
+    max_concurrent: int | None = Field(default=None, ge=1)
+    #: How long a client that went past a limit is refused.
+    ban_ms: int = Field(default=60000, ge=0)
+    #: Whose words the refusal uses (docs/sandbox.md, "Providers").
+    style: Literal["gmail", "microsoft", "yahoo", "generic"] = "generic"
+
+    @field_validator("hosts")
+    @classmethod
+    def _normalise(cls, values: list[str]) -> list[str]:
+        return [normalise_name(value) for value in values]
+
+
 class World(_Spec):
     """A whole mail world. Domain and host names are normalised to lower-case A-labels."""
 
@@ -179,6 +247,8 @@ class World(_Spec):
     hosts: dict[str, HostSpec] = {}
     #: DNS blocklist zones served by the sandbox: zone -> listed host names or IPv4 addresses.
     dnsbl: dict[str, list[str]] = {}
+    #: Big providers, by a name of the user's choice (not a DNS name, so not normalised).
+    providers: dict[str, ProviderSpec] = {}
 
     @field_validator("domains", "hosts", "dnsbl", mode="before")
     @classmethod
@@ -220,11 +290,35 @@ class World(_Spec):
                     f'hosts["{pinned[host.address]}"]'
                 )
             pinned[host.address] = name
+        problems.extend(self._provider_problems())
         if problems:
             raise ValueError("; ".join(problems))
         return self
 
+    def _provider_problems(self) -> list[str]:
+        """Providers name hosts of this world, and no host has two providers."""
+        problems: list[str] = []
+        owner: dict[str, str] = {}
+        for provider, spec in self.providers.items():
+            for i, host in enumerate(spec.hosts):
+                where = f'providers["{provider}"].hosts[{i}]'
+                if host not in self.hosts:
+                    problems.append(f"{where}: {host!r} is not a host of this world")
+                elif owner.setdefault(host, provider) != provider:
+                    problems.append(
+                        f'{where}: {host} already belongs to providers["{owner[host]}"] '
+                        "(a host has one provider at most)"
+                    )
+        return problems
+
     # -- derived ---------------------------------------------------------------------------------
+
+    def provider_of(self, host: str) -> str | None:
+        """The name of the provider ``host`` belongs to, if any."""
+        for name, spec in self.providers.items():
+            if host in spec.hosts:
+                return name
+        return None
 
     def host_addresses(self) -> dict[str, str]:
         """Every host's loopback address: pinned ones as given, the rest assigned in order."""
@@ -270,7 +364,11 @@ def _describe(err: Any) -> tuple[str, str]:
     for i, part in enumerate(loc):
         if isinstance(part, int):
             path += f"[{part}]"
-        elif i > 0 and loc[i - 1] in ("domains", "hosts", "dnsbl") and not path.endswith("]"):
+        elif (
+            i > 0
+            and loc[i - 1] in ("domains", "hosts", "dnsbl", "providers")
+            and not path.endswith("]")
+        ):
             path += f'["{part}"]'
         else:
             path += f".{part}" if path else str(part)
