@@ -9,7 +9,7 @@ the mailbox host behind it. The preferred MX decides: it is the host a sender ta
 import functools
 from collections.abc import Sequence
 
-__all__ = ["LABELS", "OTHER", "PROVIDERS", "SELF_HOSTED", "provider_of"]
+__all__ = ["LABELS", "OTHER", "PROVIDERS", "PROVIDER_SUFFIXES", "SELF_HOSTED", "provider_of"]
 
 SELF_HOSTED = "self_hosted"
 OTHER = "other"
@@ -27,6 +27,9 @@ _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("barracuda", ("barracudanetworks.com",)),
     ("amazon", ("amazonaws.com", "awsapps.com")),
 )
+
+#: Every MX host name suffix that names a provider (whole labels).
+PROVIDER_SUFFIXES: frozenset[str] = frozenset(s for _, suffixes in _RULES for s in suffixes)
 
 #: Every value of ``mx_provider`` (None: the domain has no mail host to classify).
 PROVIDERS: tuple[str, ...] = (*(name for name, _ in _RULES), SELF_HOSTED, OTHER)
