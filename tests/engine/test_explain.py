@@ -4,6 +4,7 @@ the DNS answers, each SMTP command and reply with its round trip, and the decidi
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -64,6 +65,11 @@ def test_the_whole_conversation_is_printed(world: Sandbox) -> None:
     assert " ms)" in out  # each round trip has its time
     assert "\ndecision: row 9 of the decision table (accepted) -> valid\n" in out
     assert "-> valid" in out
+    # the last line: what the sessions cost the host (one host, friendly: no limit met)
+    last = out.rstrip("\n").splitlines()[-1]
+    assert re.fullmatch(
+        r"politeness: \d+ sessions?, at most 1 at once to one host, 0 limits met, 0 bans", last
+    ), last
 
 
 def test_json_names_the_deciding_row(world: Sandbox) -> None:
@@ -83,6 +89,11 @@ def test_json_names_the_deciding_row(world: Sandbox) -> None:
     assert all(e["took_ms"] is not None for e in replies)
     kinds = [e["kind"] for e in data["events"]]
     assert kinds.index("dns") < kinds.index("connect") < kinds.index("send")
+    polite = data["politeness"]
+    assert set(polite) == {"sessions", "max_sessions_one_host", "limits_met", "bans"}
+    assert polite["sessions"] >= 1
+    assert polite["max_sessions_one_host"] == 1
+    assert polite["limits_met"] == polite["bans"] == 0
 
 
 def test_a_domain_without_mail_is_decided_by_dns_alone(world: Sandbox) -> None:
@@ -91,6 +102,15 @@ def test_a_domain_without_mail_is_decided_by_dns_alone(world: Sandbox) -> None:
     assert explanation.result.status is Status.INVALID
     assert [e.kind for e in explanation.trace.events] == ["dns"]
     assert explanation.trace.events[0].text.startswith("MX nomail.test: 0 .")
+    assert explanation.as_dict()["politeness"] == {
+        "sessions": 0,
+        "max_sessions_one_host": 0,
+        "limits_met": 0,
+        "bans": 0,
+    }
+    assert explanation.lines()[-1] == (
+        "politeness: 0 sessions, at most 0 at once to one host, 0 limits met, 0 bans"
+    )
 
 
 def test_bad_syntax_is_row_1_without_any_conversation(world: Sandbox) -> None:

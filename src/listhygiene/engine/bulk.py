@@ -51,6 +51,8 @@ async def verify_column_without_smtp(engine: "Engine", values: "pa.Array") -> "p
     facts = await engine.domain_facts(names)
     lists = engine.lists
     routes = [facts[d][0] for d in names]
+    for domain, route in zip(names, routes, strict=True):  # all listed ones first: one answer
+        engine.learn_disposable_hosts(domain, route)  # for every domain, whatever the order
     per_domain = {
         "dns": pa.array(
             [route.outcome.value for route in routes] + [DnsOutcome.NOT_CHECKED.value],
@@ -63,7 +65,10 @@ async def verify_column_without_smtp(engine: "Engine", values: "pa.Array") -> "p
             [facts[d][1].model_dump(mode="json") for d in names] + [_NO_REPUTATION],
             arrow_schema().field("domain_reputation").type,
         ),
-        "is_disposable": pa.array([lists.is_disposable(d) for d in names] + [False], pa.bool_()),
+        "is_disposable": pa.array(
+            [engine.is_disposable(d, r) for d, r in zip(names, routes, strict=True)] + [False],
+            pa.bool_(),
+        ),
         "is_free": pa.array([lists.is_free(d) for d in names] + [False], pa.bool_()),
         "suggested": pa.array([engine.suggester.domain(d) for d in names] + [None], pa.string()),
         "mx_provider": pa.array(

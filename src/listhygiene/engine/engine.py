@@ -27,7 +27,7 @@ from typing import Any
 
 from listhygiene.engine.fairness import InteractiveActivity, Lane, Priority, lane_context
 from listhygiene.engine.health import RunHealth
-from listhygiene.engine.lists import Lists, lists_for
+from listhygiene.engine.lists import Lists, lists_for, never_learned
 from listhygiene.engine.pacing import Pacer
 from listhygiene.engine.probe import DomainProber, MailboxVerdict, ProbeContext
 from listhygiene.engine.providers import provider_of
@@ -42,6 +42,11 @@ from listhygiene.statuses import DnsOutcome, Facts, MailboxOutcome, Reason
 log = logging.getLogger(__name__)
 
 __all__ = ["Engine"]
+
+
+#: Listed disposable domains a mail host must receive for before it is learnt as a disposable
+#: service's host (docs/engine.md, "Lists").
+DISPOSABLE_HOST_DOMAINS = 2
 
 
 class _End(enum.Enum):
@@ -106,6 +111,12 @@ class Engine:
         self.health = RunHealth()
         self.lists: Lists = lists_for(settings.lists_dir)
         self.suggester = Suggester(lists=self.lists)
+        #: Mail hosts of disposable services learnt from listed disposable domains' MX answers
+        #: (this engine's, and any a caller adds from a verdict store): a new throwaway domain
+        #: on one of them is disposable too (PRODUCT.md, row 3).
+        self.disposable_hosts: set[str] = set()
+        #: host -> the listed disposable domains seen on it, until there are enough to learn it
+        self._disposable_seen: dict[str, set[str]] = {}
         self._resolver: Resolver | None = None
         self._context: ProbeContext | None = None
         self._reputation: Reputation | None = None
@@ -134,8 +145,45 @@ class Engine:
         return {
             "dns_lookups": self._resolver.lookups if self._resolver else 0,
             "max_concurrent_sessions": ctx.pacer.max_active if ctx else 0,
+            "max_sessions_one_provider": ctx.pacer.max_one_provider if ctx else 0,
+            "politeness": self.politeness,
             **self.health.as_dict(),
         }
+
+    def learn_disposable_hosts(self, domain: str, route: MailRoute) -> None:
+        """Remember the mail hosts of a listed disposable ``domain`` once they receive for
+        ``DISPOSABLE_HOST_DOMAINS`` listed domains: one throwaway domain on a shared web host's
+        MX proves nothing of the host's other domains, several do. A shared provider's host
+        (Google, Cloudflare's routing, ...: ``lists.never_learned``) is never learnt."""
+        if not self.lists.is_disposable(domain):
+            return
+        for exchanger in route.exchangers:
+            name = exchanger.name.lower().rstrip(".")
+            if not name or name in self.disposable_hosts or never_learned(name):
+                continue
+            seen = self._disposable_seen.setdefault(name, set())
+            seen.add(domain)
+            if len(seen) >= DISPOSABLE_HOST_DOMAINS:
+                self.disposable_hosts.add(name)
+                del self._disposable_seen[name]
+
+    def is_disposable(self, domain: str, route: MailRoute | None) -> bool:
+        """``domain`` is listed, or its mail hosts are all a disposable service's."""
+        if self.lists.is_disposable(domain):
+            return True
+        if route is None or not route.exchangers:
+            return False
+        names = [exchanger.name for exchanger in route.exchangers]
+        return self.lists.is_disposable_host(names, self.disposable_hosts)
+
+    @property
+    def politeness(self) -> dict[str, int]:
+        """What this engine's SMTP sessions cost the mail hosts so far (PRODUCT.md, "Fleet"):
+        ``sessions``, ``max_sessions_one_host``, ``limits_met`` (replies in which a host said
+        we went too far) and ``bans``."""
+        if self._context is None:
+            return {"sessions": 0, "max_sessions_one_host": 0, "limits_met": 0, "bans": 0}
+        return self._context.politeness()
 
     async def verify(
         self,
@@ -339,6 +387,7 @@ class _Run:
             if self.bulk:
                 await self.interactive.bulk_turn()
             route = await self.resolver.route(job.domain)
+            self.engine.learn_disposable_hosts(job.domain, route)
             reputation = await self._reputation_of(route)
             advice = _Advice(
                 self.engine.suggester.domain(job.domain),
@@ -415,7 +464,7 @@ class _Run:
             smtp_checked=smtp_checked,
             mailbox=mailbox,
             undetermined_reason=undetermined,
-            is_disposable=lists.is_disposable(address.domain),
+            is_disposable=self.engine.is_disposable(address.domain, route),
             is_role=lists.is_role(address.local_part),
             is_free=lists.is_free(address.domain),
             is_catchall=catchall,

@@ -1,13 +1,14 @@
 """One address's whole verification, told step by step (``listhygiene explain``; docs/engine.md,
 "Explaining one address"): the DNS questions and answers, each SMTP command and reply with its
-round trip, and the row of the decision table that decided.
+round trip, the row of the decision table that decided, and what the engine's sessions cost the
+mail hosts (its ``politeness``, the counts a run's summary has).
 
 A fresh engine is used, so that nothing comes from a cache: what is printed is what was asked.
 The catch-all probe (a random local part) is part of the conversation and shows as such.
 """
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from listhygiene.engine.engine import Engine
@@ -24,11 +25,20 @@ _PROBE = re.compile(r"^RCPT TO:<lh-[a-z0-9]{14}@")
 
 @dataclass(frozen=True)
 class Explanation:
-    """The result, the recorded conversation and the deciding row of the decision table."""
+    """The result, the recorded conversation, the deciding row of the decision table, and the
+    engine's :attr:`~listhygiene.engine.Engine.politeness` once it had decided."""
 
     result: VerificationResult
     trace: Trace
     row: int
+    politeness: dict[str, int] = field(
+        default_factory=lambda: {
+            "sessions": 0,
+            "max_sessions_one_host": 0,
+            "limits_met": 0,
+            "bans": 0,
+        }
+    )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -40,6 +50,7 @@ class Explanation:
                 "status": self.result.status.value,
                 "reason": self.result.reason.value if self.result.reason else None,
             },
+            "politeness": dict(self.politeness),
         }
 
     def lines(self) -> list[str]:
@@ -71,7 +82,22 @@ class Explanation:
             out.append(f"did you mean: {r.suggestion}")
         if r.mx_provider:
             out.append(f"mail provider: {r.mx_provider}")
+        out.append(f"politeness: {_politeness(self.politeness)}")
         return out
+
+
+def _politeness(counts: dict[str, int]) -> str:
+    """The counts as one line: 1 session, at most 1 at once to one host, 0 limits met, 0 bans."""
+
+    def plural(count: int, word: str) -> str:
+        return f"{count} {word}{'' if count == 1 else 's'}"
+
+    return (
+        f"{plural(counts.get('sessions', 0), 'session')}, at most "
+        f"{counts.get('max_sessions_one_host', 0)} at once to one host, "
+        f"{plural(counts.get('limits_met', 0), 'limit')} met, "
+        f"{plural(counts.get('bans', 0), 'ban')}"
+    )
 
 
 async def explain(
@@ -83,4 +109,4 @@ async def explain(
     with recording(trace):
         result = await engine.verify(email, check_smtp=check_smtp)
     row, _, _ = decision_row(result.facts)
-    return Explanation(result, trace, row)
+    return Explanation(result, trace, row, dict(engine.politeness))

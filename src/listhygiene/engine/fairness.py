@@ -120,6 +120,15 @@ class FairSlots:
                 self._forget(lane, future)
             raise
 
+    def shrink(self, slots: int) -> None:
+        """Hold at most ``slots`` (at least one) from now on: a host said it takes fewer
+        sessions at once than we thought. Slots held now are given back as they end."""
+        slots = max(1, slots)
+        if slots < self.slots:
+            self._free -= self.slots - slots
+            self.slots = slots
+            self.bulk_limit = min(self.bulk_limit, slots)
+
     def release(self, lane: Lane) -> None:
         self._free += 1
         if lane.priority is Priority.BULK:

@@ -9,6 +9,12 @@ Both kinds of slot are :class:`~listhygiene.engine.fairness.FairSlots`: when sev
 the engine (a service's keys), interactive sessions get a free slot before bulk ones and bulk
 tenants take turns; a tenth of the run's slots is kept for interactive work. The per-host limits
 hold whatever the lane: fairness only changes who goes next (docs/service.md, "Fairness").
+
+Big providers (Google, Microsoft, Yahoo, ...: ``engine/providers.py``) judge a client by all its
+sessions to any of their MX hosts, and answer a client that goes too fast with a rate ban
+(Gmail's 421 4.7.28) for the whole provider. So the MX hosts of one provider share one more
+budget, ``provider_concurrency`` sessions at once and ``provider_rate`` new ones a second, taken
+after the host's slot (docs/engine.md, "Hosts that defend themselves").
 """
 
 import asyncio
@@ -45,14 +51,17 @@ class _TokenBucket:
                 await asyncio.sleep((1 - self.tokens) / self.rate)
 
 
-class _Host:
-    def __init__(self, settings: EngineSettings) -> None:
-        self.slots = FairSlots(settings.host_concurrency)
-        self.bucket = _TokenBucket(settings.host_rate, settings.host_concurrency)
+class _Budget:
+    """Sessions at once and new sessions a second, of one mail host or one provider."""
+
+    def __init__(self, concurrency: int, rate: float) -> None:
+        self.slots = FairSlots(concurrency)
+        self.bucket = _TokenBucket(rate, concurrency)
+        self.active = 0
 
 
 class Pacer:
-    """Hands out SMTP session slots: per host first, then for the run."""
+    """Hands out SMTP session slots: per host first, then per provider, then for the run."""
 
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
@@ -60,22 +69,70 @@ class Pacer:
         # work, which would otherwise wait for a bulk session to end
         reserve = max(1, settings.concurrency // 10) if settings.concurrency > 1 else 0
         self._run = FairSlots(settings.concurrency, bulk_limit=settings.concurrency - reserve)
-        self._hosts: dict[str, _Host] = {}
+        self._hosts: dict[str, _Budget] = {}
+        self._providers: dict[str, _Budget] = {}
         self.active = 0
         self.max_active = 0
+        #: Sessions opened, and the most open at once to one host address / one provider.
+        self.sessions = 0
+        self.max_one_host = 0
+        self.max_one_provider = 0
 
-    @contextlib.asynccontextmanager
-    async def session(self, address: str) -> AsyncIterator[None]:
+    def _host(self, address: str) -> _Budget:
         host = self._hosts.get(address)
         if host is None:
-            host = self._hosts[address] = _Host(self.settings)
+            settings = self.settings
+            host = self._hosts[address] = _Budget(settings.host_concurrency, settings.host_rate)
+        return host
+
+    def _provider(self, name: str) -> _Budget:
+        budget = self._providers.get(name)
+        if budget is None:
+            settings = self.settings
+            budget = self._providers[name] = _Budget(
+                settings.provider_concurrency, settings.provider_rate
+            )
+        return budget
+
+    def fewer_sessions(
+        self, address: str, provider: str | None = None, *, slower: bool = False
+    ) -> None:
+        """The host said too many connections: one session fewer at once to it, or to its
+        provider when it has one, than were open when it said so, from now on. ``slower`` (a
+        ban) halves both the sessions at once and the new sessions a second."""
+        budget = self._host(address) if provider is None else self._provider(provider)
+        held = min(budget.slots.slots, budget.active)
+        budget.slots.shrink(held // 2 if slower else held - 1)
+        if slower:
+            budget.bucket.rate /= 2
+
+    @contextlib.asynccontextmanager
+    async def session(self, address: str, provider: str | None = None) -> AsyncIterator[None]:
+        """A slot for one session to ``address``, and to ``provider``'s budget when the host
+        belongs to a big provider (None: a host of its own)."""
+        host = self._host(address)
         lane = current_lane()
         async with host.slots.hold(lane):
             await host.bucket.take()
-            async with self._run.hold(lane):
+            async with contextlib.AsyncExitStack() as stack:
+                shared: _Budget | None = None
+                if provider is not None:
+                    shared = self._provider(provider)
+                    await stack.enter_async_context(shared.slots.hold(lane))
+                    await shared.bucket.take()
+                await stack.enter_async_context(self._run.hold(lane))
                 self.active += 1
+                self.sessions += 1
                 self.max_active = max(self.max_active, self.active)
+                host.active += 1
+                self.max_one_host = max(self.max_one_host, host.active)
+                if shared is not None:
+                    shared.active += 1
+                    self.max_one_provider = max(self.max_one_provider, shared.active)
                 try:
                     yield
                 finally:
                     self.active -= 1
+                    host.active -= 1
+                    if shared is not None:
+                        shared.active -= 1

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from listhygiene.engine.pacing import Pacer
-from listhygiene.engine.replies import Meaning, classify
+from listhygiene.engine.providers import OTHER, SELF_HOSTED, provider_of
+from listhygiene.engine.replies import Limit, Meaning, classify, limit_of
 from listhygiene.engine.resolver import MailRoute
 from listhygiene.engine.retry import HostGreylisting, named_delay, next_retry
 from listhygiene.engine.settings import EngineSettings
@@ -63,6 +64,10 @@ _UNDETERMINED_REASON = {
     Meaning.TOO_MANY: Reason.RATE_LIMITED,
 }
 _TEMPORARY = {Meaning.GREYLISTED, Meaning.RATE_LIMITED, Meaning.TOO_MANY}
+_UNDETERMINED_REASON[Meaning.TOO_MANY_ERRORS] = Reason.RATE_LIMITED
+#: A reply this much later than the host's round trip (and than its round trip again) was held
+#: on purpose: an error sleep or a tarpit (docs/engine.md, "Hosts that defend themselves").
+_SLOW_REPLY = 0.2
 #: How long a host that could not open a session (time-out, refused, not SMTP) is taken as down:
 #: other domains on it fail at once with the same reason instead of queueing for its time-out.
 _DOWN_SECONDS = 300.0
@@ -75,7 +80,27 @@ class _HostLimits:
     """What a mail host has told us about itself during this run."""
 
     rcpt_cap: int
+    #: Refused commands a session may collect before it ends: under the host's error limits.
+    error_budget: int
     one_transaction: bool = False
+    #: The longest a reply was held on purpose (an error sleep, a tarpit): each reply's time
+    #: limit grows by it, since a host slowly answering errors is alive.
+    error_sleep: float = 0.0
+
+    def saw_slow_reply(self, errors_before: int, held: float, most: float) -> None:
+        """A reply came ``held`` seconds late after ``errors_before`` refusals in its session.
+
+        Slow only past some errors is Postfix's soft error limit, which holds every reply once
+        a session has made that many: later sessions end one refusal before it. Slow from the
+        first refusal is a tarpit (Exchange): fewer errors a session would not help, only a
+        longer wait for each reply."""
+        self.error_sleep = min(most, max(self.error_sleep, held))
+        if errors_before >= 1:
+            self.error_budget = max(1, min(self.error_budget, errors_before - 1))
+
+    def saw_error_limit(self, errors: int) -> None:
+        """The host ended a session after ``errors`` refusals: stay one below."""
+        self.error_budget = max(1, min(self.error_budget, errors - 1))
 
 
 @dataclass
@@ -93,14 +118,57 @@ class ProbeContext:
     greylisting: dict[str, HostGreylisting] = field(default_factory=dict)
     #: host address -> (the failure that took it down, until when, loop time)
     down: dict[str, tuple[SmtpError, float]] = field(default_factory=dict)
+    #: provider (or host address) -> loop time until which it is left alone: it banned us
+    bans: dict[str, float] = field(default_factory=dict)
+    #: Replies in which a host said we went too far (``replies.Limit``), and the bans among them.
+    limits_met: int = 0
+    bans_met: int = 0
     #: Called with (domain, "ok" | "unreachable" | "blocked") after each domain's first session.
     on_reach: Callable[[str, str], None] = lambda domain, state: None
 
     def limits(self, ip: str) -> _HostLimits:
         limits = self.host_limits.get(ip)
         if limits is None:
-            limits = self.host_limits[ip] = _HostLimits(self.settings.rcpt_per_session)
+            settings = self.settings
+            limits = self.host_limits[ip] = _HostLimits(
+                settings.rcpt_per_session, settings.errors_per_session
+            )
         return limits
+
+    def politeness(self) -> dict[str, int]:
+        """What the run's sessions cost the hosts: the ``politeness`` of a run's summary."""
+        return {
+            "sessions": self.pacer.sessions,
+            "max_sessions_one_host": self.pacer.max_one_host,
+            "limits_met": self.limits_met,
+            "bans": self.bans_met,
+        }
+
+    def heard(self, reply: Reply, ip: str, provider: str | None) -> None:
+        """Act on a reply that says we went too far: count it; a rate ban leaves the whole
+        provider (or the host) alone for the time it names or ``ban_backoff``; too many
+        connections means one session fewer at once to the host (and its provider)."""
+        limit = limit_of(reply)
+        if limit is None:
+            return
+        self.limits_met += 1
+        log.info("mail host %s: %s (%s)", ip, str(reply).splitlines()[0], limit.value)
+        if limit is Limit.CONNECTIONS:
+            self.pacer.fewer_sessions(ip, provider)
+        elif limit is Limit.RATE:
+            self.pacer.fewer_sessions(ip, provider, slower=True)
+            key = provider or ip
+            now = asyncio.get_running_loop().time()
+            backoff = named_delay(reply.text)
+            until = now + (self.settings.ban_backoff if backoff is None else backoff)
+            if self.bans.get(key, 0.0) <= now:
+                self.bans_met += 1
+            self.bans[key] = max(self.bans.get(key, 0.0), until)
+
+    def ban_left(self, ip: str, provider: str | None) -> float:
+        """Seconds until the provider of ``ip`` (or ``ip`` itself) may be asked again."""
+        now = asyncio.get_running_loop().time()
+        return max([0.0, *(self.bans.get(k, 0.0) - now for k in (provider, ip) if k)])
 
     def greylist_of(self, ip: str) -> HostGreylisting:
         return self.greylisting.setdefault(ip, HostGreylisting())
@@ -155,6 +223,10 @@ class _NoHost(Exception):
         self.ip = ip
 
 
+def _refusals(replies: list[Reply]) -> int:
+    return sum(1 for reply in replies if not reply.is_positive)
+
+
 def _random_local() -> str:
     alphabet = string.ascii_lowercase + string.digits
     return "lh-" + "".join(secrets.choice(alphabet) for _ in range(14))
@@ -191,6 +263,11 @@ class DomainProber:
         self._refused: dict[Address | str, tuple[float, str]] = {}
         self._named: float | None = None
         self._refusing_ip: str | None = None
+        #: host address -> the big provider it belongs to (None: a host of its own)
+        self._provider: dict[str, str | None] = {}
+        #: recipients (and the probe) whose reply a live host did not send in time, once: a
+        #: second time they are unknown
+        self._stalled: set[Address | str] = set()
 
     # -- verdicts --------------------------------------------------------------------------------
 
@@ -274,6 +351,9 @@ class DomainProber:
         self._probe_deferred = None
         failure: tuple[Reason, bool] | None = None
         candidates = [(mx.name, ip) for mx in self.route.exchangers for ip in mx.addresses]
+        for name, ip in candidates:
+            provider = provider_of([name], self.domain)
+            self._provider[ip] = None if provider in (SELF_HOSTED, OTHER) else provider
         index = 0
         guard = 0
         while self._has_work(pending) and index < len(candidates):
@@ -312,7 +392,7 @@ class DomainProber:
     def _failure(self, exc: BaseException, ip: str) -> tuple[Reason, bool]:
         """(reason, temporary) of a session that failed."""
         if isinstance(exc, _SessionRefused):
-            temporary = exc.meaning in _TEMPORARY
+            temporary = exc.meaning in _TEMPORARY or exc.meaning is Meaning.TOO_MANY_ERRORS
             if temporary:
                 self._note_refusal(None, ip, exc.meaning, exc.reply)
             return _UNDETERMINED_REASON.get(exc.meaning, Reason.SMTP_UNREACHABLE), temporary
@@ -407,11 +487,14 @@ class DomainProber:
     async def _attempt(self, ip: str, connecting: asyncio.Event) -> _Opened:
         """Take ``ip``'s politeness slot, connect, read the banner, EHLO (and STARTTLS)."""
         slot = contextlib.AsyncExitStack()
+        provider = self._provider.get(ip)
         try:
             down = self.ctx.down_failure(ip)
             if down is None:
-                await slot.enter_async_context(self.ctx.pacer.session(ip))
+                await self._sit_out_ban(ip, provider)
+                await slot.enter_async_context(self.ctx.pacer.session(ip, provider))
                 down = self.ctx.down_failure(ip)  # learnt while this waited for the slot
+                await self._sit_out_ban(ip, provider)  # a ban that came while it waited
             connecting.set()
             if down is not None:
                 raise down
@@ -424,7 +507,7 @@ class DomainProber:
                     step_seconds=self.settings.smtp_timeout,
                     proxy=self.settings.socks_proxy,
                 )
-                await self._open(client)
+                await self._open(client, ip)
             except _SessionRefused:
                 assert client is not None
                 await client.quit()  # a polite refusal deserves a polite goodbye
@@ -443,18 +526,33 @@ class DomainProber:
             await slot.aclose()
             raise
 
-    async def _open(self, client: SmtpClient) -> None:
+    async def _sit_out_ban(self, ip: str, provider: str | None) -> None:
+        """Wait out a ban of the host's provider (or the host) if the run waits that long; a
+        longer one refuses the session as the provider would, for the retries to judge."""
+        left = self.ctx.ban_left(ip, provider)
+        if not left:
+            return
+        if left > self.settings.retry_max_wait:
+            reply = Reply(421, f"4.7.0 {provider or ip} banned us for {left:.0f} more seconds")
+            raise _SessionRefused(Meaning.RATE_LIMITED, reply)
+        await asyncio.sleep(left)
+
+    async def _open(self, client: SmtpClient, ip: str) -> None:
+        provider = self._provider.get(ip)
         banner = await client.banner()
         if not banner.is_positive:
+            self.ctx.heard(banner, ip, provider)
             raise _SessionRefused(classify(banner), banner)
         reply = await client.ehlo(self.settings.helo)
         if not reply.is_positive:
+            self.ctx.heard(reply, ip, provider)
             raise _SessionRefused(classify(reply), reply)
         if self.settings.starttls and client.supports("STARTTLS"):
             reply = await client.starttls()
             if reply.code == 220:
                 reply = await client.ehlo(self.settings.helo)
                 if not reply.is_positive:
+                    self.ctx.heard(reply, ip, provider)
                     raise _SessionRefused(classify(reply), reply)
 
     # -- one session -----------------------------------------------------------------------------
@@ -478,15 +576,28 @@ class DomainProber:
             await opened.slot.aclose()
 
     async def _transactions(self, client: SmtpClient, ip: str, pending: deque[Address]) -> bool:
-        """Transactions (MAIL + a batch of RCPT) until the work is done or the host stops us."""
+        """Transactions (MAIL + a batch of RCPT) until the work is done or the host stops us.
+
+        A session also ends, politely and before the host must end it, once it has collected
+        the host's budget of refused commands (``errors_per_session``, lowered per host by what
+        it shows): Postfix slows every reply past its soft error limit and ends the session at
+        its hard limit, so the next session goes on with a fresh count."""
         limits = self.ctx.limits(ip)
+        provider = self._provider.get(ip)
+        most = max(self.settings.smtp_timeout, self.settings.retry_max_wait)
+        client.timeout = self.settings.smtp_timeout + limits.error_sleep
         utf8 = client.supports("SMTPUTF8")
         rcpts_on_connection = 0
+        errors = 0  # refused commands in this session: what a host's error limits count
         transactions = 0
         progressed = False
         while self._has_work(pending):
+            budget = limits.error_budget - errors
+            if budget < 1:
+                await client.quit(wait=False)  # its replies may be held: do not wait for one
+                return True
             need_probe = self._probe_due
-            room = limits.rcpt_cap - (1 if need_probe else 0)
+            room = min(limits.rcpt_cap, budget) - (1 if need_probe else 0)
             batch = self._take(pending, room) if room > 0 else []
             if not utf8:  # a UTF-8 local part cannot be sent to this host at all
                 for address in [a for a in batch if a.needs_smtputf8]:
@@ -513,9 +624,14 @@ class DomainProber:
             transactions += 1
             error: SmtpError | None = None
             try:
-                replies = await self._exchange(client, commands)
+                replies = await self._exchange(client, commands, limits, errors)
             except SmtpError as exc:
                 replies, error = exc.partial, exc
+            errors_before = errors
+            errors += self._pace_of(client, limits, replies, errors, most)
+            for reply in replies:
+                if not reply.is_positive:
+                    self.ctx.heard(reply, ip, provider)
             if quit_now and len(replies) == len(commands):
                 replies = replies[:-1]  # QUIT's 221
             if transactions > 1:
@@ -526,7 +642,19 @@ class DomainProber:
             mail, rcpt_replies = replies[0], replies[1:]
             if not mail.is_positive:
                 self.work.extendleft(reversed(batch))
+                if classify(mail) is Meaning.TOO_MANY_ERRORS:
+                    limits.saw_error_limit(errors_before)
+                    return True  # the host ended the session: the next one goes on
                 raise _SessionRefused(classify(mail), mail)
+            # "too many errors" ends the session: what it cut off goes on in the next one
+            cut = next(
+                (i for i, r in enumerate(rcpt_replies) if classify(r) is Meaning.TOO_MANY_ERRORS),
+                None,
+            )
+            if cut is not None:
+                limits.saw_error_limit(errors_before + _refusals(replies[: cut + 1]))
+                rcpt_replies = rcpt_replies[:cut]
+                error = None
             closing = False
             if need_probe and rcpt_replies:
                 probe_reply, rcpt_replies = rcpt_replies[0], rcpt_replies[1:]
@@ -543,13 +671,76 @@ class DomainProber:
             )
             rcpts_on_connection += outcome.answered
             progressed = progressed or outcome.progressed
+            if cut is not None:
+                return True
             if outcome.stop:
                 return True
             if error is not None:
+                if isinstance(error, SmtpTimeout):
+                    # a host that answered MAIL in this session is alive, only slow to answer a
+                    # recipient: wait longer for its replies from now on and ask again
+                    self._stalled_reply(batch, rcpt_replies, need_probe, limits, most)
+                    await client.quit(wait=False)
+                    return True
                 raise error
             if limits.one_transaction or quit_now:
                 return True
         return progressed or transactions > 0
+
+    def _pace_of(
+        self,
+        client: SmtpClient,
+        limits: _HostLimits,
+        replies: list[Reply],
+        errors: int,
+        most: float,
+    ) -> int:
+        """The refusals among ``replies``; learns from how late each came (an error sleep)."""
+        rtt = client.rtt or 0.0
+        pipelined = client.supports("PIPELINING")
+        refused = 0
+        slow_seen = False
+        for index, (reply, gap) in enumerate(zip(replies, client.gaps, strict=False)):
+            # pipelined, only the first reply carries a round trip; one by one, each does
+            held = gap - (rtt if index == 0 or not pipelined else 0.0)
+            if not slow_seen and held > max(_SLOW_REPLY, rtt):
+                limits.saw_slow_reply(errors + refused, held, most)
+                slow_seen = True
+            if not reply.is_positive:
+                refused += 1
+        return refused
+
+    def _stalled_reply(
+        self,
+        batch: list[Address],
+        answered: list[Reply],
+        probed: bool,
+        limits: _HostLimits,
+        most: float,
+    ) -> None:
+        """A live host did not answer a recipient within the step's time: the recipient is
+        asked again in a new session, with a longer wait for each reply; a second time it is
+        unknown (``smtp_timeout``), so a host that never answers one costs two waits."""
+        limits.error_sleep = min(most, max(limits.error_sleep, self.settings.smtp_timeout))
+        if probed and self._probe_due:  # the probe itself was not answered
+            if _PROBE in self._stalled:
+                self._probe_due = False
+                self._probe_deferred = None
+                self._release_held()
+            self._stalled.add(_PROBE)
+            return
+        offset = len(answered)
+        if offset < len(batch):
+            address = batch[offset]
+            if address in self._stalled:
+                self._take_back(address)
+                self.finish(address, MailboxOutcome.UNDETERMINED, Reason.SMTP_TIMEOUT)
+            else:
+                self._stalled.add(address)
+
+    def _take_back(self, address: Address) -> None:
+        with contextlib.suppress(ValueError):
+            self.work.remove(address)
 
     def _read_batch(
         self,
@@ -643,18 +834,36 @@ class DomainProber:
             waited = asyncio.get_running_loop().time() - first[0]
             self.ctx.greylist_of(ip).saw_pass(waited)
 
-    async def _exchange(self, client: SmtpClient, commands: list[str]) -> list[Reply]:
-        """Send commands pipelined when the host allows it, else one by one."""
+    async def _exchange(
+        self, client: SmtpClient, commands: list[str], limits: _HostLimits, errors: int
+    ) -> list[Reply]:
+        """Send commands pipelined when the host allows it, else one by one.
+
+        One by one, the batch stops early, before a recipient that would take the session past
+        the host's error budget (``errors`` refusals so far), learnt from this batch's replies
+        too: what is not sent goes in the next session."""
         if client.supports("PIPELINING"):
             return await client.pipeline(commands)
         replies: list[Reply] = []
+        gaps: list[float] = []
+        most = max(self.settings.smtp_timeout, self.settings.retry_max_wait)
         for command in commands:
+            if command.startswith("RCPT") and errors >= limits.error_budget:
+                break
             try:
                 reply = await client.command(command)
             except SmtpError as exc:
                 exc.partial = replies
+                client.gaps = gaps
                 raise
             replies.append(reply)
+            held = client.gaps[0] - (client.rtt or 0.0)
+            if held > max(_SLOW_REPLY, client.rtt or 0.0):
+                limits.saw_slow_reply(errors, held, most)
+            gaps.extend(client.gaps)
+            client.gaps = gaps
+            if not reply.is_positive:
+                errors += 1
             if command.startswith("MAIL") and not reply.is_positive:
                 break
             if reply.code == 421:

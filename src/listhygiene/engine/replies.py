@@ -11,7 +11,7 @@ from enum import Enum
 
 from listhygiene.engine.smtp_client import Reply
 
-__all__ = ["Meaning", "classify"]
+__all__ = ["Limit", "Meaning", "classify", "limit_of"]
 
 
 class Meaning(Enum):
@@ -20,6 +20,9 @@ class Meaning(Enum):
     DISABLED = "disabled"  # 5.2.1
     FULL = "full"  # 5.2.2 (4.2.2 too: over quota now)
     TOO_MANY = "too_many"  # 452/552 x.5.3: reconnect with fewer RCPT, not a verdict
+    #: 421 "Error: too many errors" (Postfix's hard error limit): reconnect, fewer refusals a
+    #: session; not a verdict for the recipients it cut off
+    TOO_MANY_ERRORS = "too_many_errors"
     GREYLISTED = "greylisted"  # any other 4xx: try again later
     RATE_LIMITED = "rate_limited"  # 421, 4.7.x about rates or connections
     BLOCKED = "blocked"  # a policy refusal of the client (5.7.x, blocklists)
@@ -54,10 +57,64 @@ _RATE = re.compile(
 _GREY = re.compile(r"grey|gray", re.IGNORECASE)
 
 
+_TOO_MANY_ERRORS = re.compile(r"too many (errors|bad commands|invalid recipients)", re.IGNORECASE)
+
+
+class Limit(Enum):
+    """What a host said we went too far in (docs/engine.md, "Hosts that defend themselves")."""
+
+    RECIPIENTS = "recipients"  # 421 too many recipients (a 452/552 x.5.3 is a cap, not a limit)
+    ERRORS = "errors"  # 421 too many errors: Postfix's smtpd_hard_error_limit
+    CONNECTIONS = "connections"  # 421 too many (concurrent) connections: anvil, Exchange
+    RATE = "rate"  # a rate ban of the client: Gmail 4.7.28, Microsoft 4.7.500-699, Yahoo TSS
+    PROTOCOL = "protocol"  # improper pipelining (554 5.5.0), a pregreet (521 5.5.1)
+
+
+_CONNECTIONS = re.compile(r"too many (concurrent |simultaneous )?(smtp )?connections", re.I)
+_RATE_BAN = re.compile(
+    r"unusual rate|rate limit|\[TSS?\d\d\]|\bTSS\d\d\b|temporarily (deferred|rate limited|blocked)|"
+    r"server busy|sending rate|too many (messages|sessions)",
+    re.IGNORECASE,
+)
+_PROTOCOL = re.compile(r"synchroni[sz]ation|improper (command )?pipelining|protocol error", re.I)
+
+
+def limit_of(reply: Reply) -> Limit | None:
+    """The limit a refusal says we met, or None for an ordinary reply.
+
+    A 452 "too many recipients" is not one: it is how a host tells its cap per transaction,
+    and the engine learns it. The others end a session or ban the client for a while; each one
+    is counted in the run's ``politeness`` (``limits_met``).
+    """
+    if reply.is_positive:
+        return None
+    text, enhanced = reply.text, reply.enhanced or ""
+    if reply.code in (554, 521, 500) and _PROTOCOL.search(text):
+        return Limit.PROTOCOL
+    if not reply.is_transient:
+        return None
+    if _TOO_MANY_ERRORS.search(text):
+        return Limit.ERRORS
+    if reply.code == 421 and _TOO_MANY.search(text):
+        return Limit.RECIPIENTS
+    if _CONNECTIONS.search(text):
+        return Limit.CONNECTIONS
+    code = enhanced.split(".")
+    if enhanced == "4.7.28" or (
+        len(code) == 3 and code[1] == "7" and code[2].isdigit() and 500 <= int(code[2]) <= 699
+    ):
+        return Limit.RATE
+    if _RATE_BAN.search(text) and not _GREY.search(text):
+        return Limit.RATE
+    return None
+
+
 def classify(reply: Reply) -> Meaning:
     """The meaning of a reply to RCPT TO."""
     if reply.is_positive:
         return Meaning.ACCEPTED
+    if reply.code == 421 and _TOO_MANY_ERRORS.search(reply.text):
+        return Meaning.TOO_MANY_ERRORS
     enhanced = reply.enhanced
     if enhanced is not None and enhanced[2:] != "0.0":
         by_code = _by_enhanced(reply, enhanced)

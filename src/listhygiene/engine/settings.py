@@ -41,7 +41,20 @@ class EngineSettings(BaseSettings):
     host_concurrency: int = Field(default=2, ge=1)
     #: New SMTP sessions per second to one mail host.
     host_rate: float = Field(default=5.0, gt=0)
-    #: Seconds allowed for each SMTP step (connect, banner, each command or pipelined batch).
+    #: SMTP sessions open at once to the MX hosts of one big provider together (Google,
+    #: Microsoft, Yahoo, ...: ``mx_provider``), which judge a client by all its sessions.
+    provider_concurrency: int = Field(default=5, ge=1)
+    #: New SMTP sessions per second to the MX hosts of one big provider together.
+    provider_rate: float = Field(default=2.0, gt=0)
+    #: Refused commands one SMTP session may collect before it ends and the next one goes on:
+    #: Postfix holds every reply of a session that has made 10 errors (``smtpd_soft_error_limit``)
+    #: and ends it at 20; lowered per host when a host shows a lower limit (docs/engine.md).
+    errors_per_session: int = Field(default=9, ge=1)
+    #: Seconds a whole provider is left alone after it said we went too fast (a rate ban such
+    #: as Gmail's 421 4.7.28) when its reply names no time.
+    ban_backoff: float = Field(default=60.0, ge=0)
+    #: Seconds allowed for each SMTP step (connect, banner, each reply: a pipelined batch's
+    #: replies each get this long after the one before).
     smtp_timeout: float = Field(default=10.0, gt=0)
     #: Seconds a mail host has to open a session (connect, banner, EHLO) before the next MX is
     #: tried beside it (RFC 8305's head start, for MX hosts; docs/engine.md).

@@ -121,6 +121,11 @@ class SmtpClient:
         #: The recorder of ``listhygiene explain`` (engine/trace.py), None when not tracing.
         self._trace = active()
         self._peer = ""
+        #: Seconds each reply of the last exchange took after the one before (the first: after
+        #: the send): how a host's pace shows, e.g. an error sleep (engine/probe.py).
+        self.gaps: list[float] = []
+        #: The shortest round trip of one command seen on this connection (None before one).
+        self.rtt: float | None = None
 
     def _record(self, sent: list[str], replies: list[Reply], started: float) -> None:
         assert self._trace is not None
@@ -203,12 +208,26 @@ class SmtpClient:
             if len(lines) >= MAX_REPLY_LINES:
                 raise SmtpProtocolError("reply with too many lines")
 
-    async def _replies(self, count: int, within: float) -> list[Reply]:
+    async def _replies(self, count: int, each: float) -> list[Reply]:
+        """``count`` replies, each within ``each`` seconds of the one before (or of the send).
+
+        Each reply is timed, not the batch: a host that answers errors slowly on purpose
+        (Postfix's error sleep, Exchange's tarpit) is alive, and a pipelined batch of 25 slow
+        refusals must not run out of one step's time (docs/engine.md, "Hosts that defend
+        themselves"). ``gaps`` keeps how long each reply took after the one before it.
+        """
         replies: list[Reply] = []
+        loop = asyncio.get_running_loop()
+        self.gaps = []
+        last = loop.time()
         try:
-            async with asyncio.timeout(within):
-                while len(replies) < count:
-                    replies.append(await self._read_reply())
+            while len(replies) < count:
+                async with asyncio.timeout(each):
+                    reply = await self._read_reply()
+                now = loop.time()
+                self.gaps.append(now - last)
+                last = now
+                replies.append(reply)
         except TimeoutError:
             raise SmtpTimeout("no reply within the time limit", replies) from None
         except SmtpError as exc:
@@ -235,26 +254,28 @@ class SmtpClient:
 
     async def command(self, line: str) -> Reply:
         if self._trace is not None:
-            return (await self._traced([line], 1, self.timeout))[0]
-        await self._send(line.encode("utf-8") + b"\r\n")
-        return (await self._replies(1, self.timeout))[0]
+            reply = (await self._traced([line], 1, self.timeout))[0]
+        else:
+            await self._send(line.encode("utf-8") + b"\r\n")
+            reply = (await self._replies(1, self.timeout))[0]
+        self.rtt = self.gaps[0] if self.rtt is None else min(self.rtt, self.gaps[0])
+        return reply
 
     async def pipeline(self, lines: list[str]) -> list[Reply]:
-        """Send every command at once (RFC 2920) and read their replies in order."""
-        # one step's limit for the round trip, plus a little for each reply to be produced
-        within = self.timeout + 0.05 * len(lines)
+        """Send every command at once (RFC 2920) and read their replies in order, each within
+        one step's time limit of the reply before it."""
         if self._trace is not None:
-            return await self._traced(lines, len(lines), within)
+            return await self._traced(lines, len(lines), self.timeout)
         await self._send(b"".join(line.encode("utf-8") + b"\r\n" for line in lines))
-        return await self._replies(len(lines), within)
+        return await self._replies(len(lines), self.timeout)
 
-    async def _traced(self, lines: list[str], count: int, within: float) -> list[Reply]:
+    async def _traced(self, lines: list[str], count: int, each: float) -> list[Reply]:
         """``lines`` sent and ``count`` replies read, each recorded with the round trip."""
         started = time.perf_counter()
         try:
             if lines:
                 await self._send(b"".join(line.encode("utf-8") + b"\r\n" for line in lines))
-            replies = await self._replies(count, within)
+            replies = await self._replies(count, each)
         except SmtpError as exc:
             self._record(lines, exc.partial, started)
             assert self._trace is not None
@@ -298,9 +319,18 @@ class SmtpClient:
             self._trace.add("note", "TLS established (certificate not verified)", peer=self._peer)
         return reply
 
-    async def quit(self) -> None:
-        """Say goodbye politely without waiting long for the answer, then close."""
+    async def quit(self, *, wait: bool = True) -> None:
+        """Say goodbye politely without waiting long for the answer, then close.
+
+        ``wait=False`` closes right after sending QUIT: for a host that holds every reply of
+        the session (an error sleep), or a conversation out of step after a time-out."""
         if self.quitting:
+            self.close()
+            return
+        if not wait:
+            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                self._writer.write(b"QUIT\r\n")
+            self.quitting = True
             self.close()
             return
         try:
