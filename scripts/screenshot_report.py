@@ -124,6 +124,7 @@ def example_summary() -> dict[str, Any]:
             "domains_blocked": 0,
             "problem": None,
         },
+        "politeness": {"sessions": 41, "max_sessions_one_host": 2, "limits_met": 0, "bans": 0},
         "quality": {
             "passed": False,
             "mode": "fail",

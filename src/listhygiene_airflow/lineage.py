@@ -37,8 +37,18 @@ __all__ = [
 
 #: Most bytes of JSON the XCom of one cleaning may hold (Airflow keeps XComs in its database).
 XCOM_LIMIT = 48 * 1024
-#: Summary keys kept when the whole summary is over the limit.
-_ESSENTIAL = ("input", "output", "backend", "rows", "addresses", "credits", "health", "verdicts")
+#: Summary keys kept when the whole summary is over the limit (what a merge of chunks adds up).
+_ESSENTIAL = (
+    "input",
+    "output",
+    "backend",
+    "rows",
+    "addresses",
+    "credits",
+    "health",
+    "verdicts",
+    "politeness",
+)
 
 
 def _static_part(out: str) -> str:

@@ -91,6 +91,7 @@ def test_the_xcom_is_bounded() -> None:
         "rows": {"total": 3, "by_status": {"valid": 3}, "by_reason": {"r": 1}},
         "quality": {"passed": False, "checks": [{"name": "a", "passed": False}]},
         "top_domains": [{"domain": f"d{i}.test", "rows": i} for i in range(5000)],
+        "politeness": {"sessions": 4, "max_sessions_one_host": 1, "limits_met": 0, "bans": 0},
     }
     assert bounded_summary(summary, limit=10**7) == summary
     small = bounded_summary(summary, limit=4096)
@@ -99,6 +100,7 @@ def test_the_xcom_is_bounded() -> None:
     assert small["summary_path"] == "/data/clean/x/summary.json"
     assert small["rows"] == {"total": 3, "by_status": {"valid": 3}}
     assert small["quality"] == {"passed": False, "failed": ["a"]}
+    assert small["politeness"] == summary["politeness"]  # a merge of chunks adds it up
 
 
 def test_a_run_records_an_asset_event_per_status_file(

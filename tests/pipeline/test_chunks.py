@@ -202,6 +202,15 @@ def test_chunks_open_no_more_sessions_per_host_and_merge_to_one_runs_folder(
     assert merged["input"]["name"] == one["input"]["name"]
     assert merged["quality"]["passed"] is True
     assert "big.test" in (out / "report.html").read_text()
+    # what the fleet's sessions cost the hosts: the chunks' added up, the peak the largest
+    polite = [s["politeness"] for s in summaries]
+    assert all(p["sessions"] > 0 for p in polite), polite
+    assert merged["politeness"] == {
+        "sessions": sum(p["sessions"] for p in polite),
+        "max_sessions_one_host": max(p["max_sessions_one_host"] for p in polite),
+        "limits_met": 0,
+        "bans": 0,
+    }
 
 
 def test_a_broken_chunk_fails_the_merged_checks_and_publishes_nothing(
@@ -241,6 +250,29 @@ def test_merge_refuses_outputs_without_row_numbers(sandbox: Sandbox, tmp_path: P
     assert not (tmp_path / "merged" / "summary.json").exists()
 
 
+def test_politeness_of_several_parts_adds_up() -> None:
+    """Attempts of a resumed run and chunks of a merged one: counts add up, the peak is the
+    largest; a part that cannot know (a remote backend: None) or a summary written before the
+    field existed counts zeros, so the four keys are always there."""
+    from listhygiene.pipeline.summary import run_politeness
+
+    zeros = {"sessions": 0, "max_sessions_one_host": 0, "limits_met": 0, "bans": 0}
+    assert run_politeness() == zeros
+    assert run_politeness(None, {}, {"sessions": "many", "bans": True}) == zeros
+    assert run_politeness(
+        {"sessions": 5, "max_sessions_one_host": 3, "limits_met": 1, "bans": 1},
+        None,
+        {"sessions": 2, "max_sessions_one_host": 4},
+    ) == {"sessions": 7, "max_sessions_one_host": 4, "limits_met": 1, "bans": 1}
+
+
+#: What each chunk of ``test_merged_rows_keep_the_input_order`` says its sessions cost.
+CHUNK_POLITENESS = (
+    {"sessions": 3, "max_sessions_one_host": 2, "limits_met": 1, "bans": 0},
+    {"sessions": 4, "max_sessions_one_host": 1, "limits_met": 2, "bans": 1},
+)
+
+
 def test_merged_rows_keep_the_input_order(tmp_path: Path) -> None:
     # two chunks whose rows interleave in the input: the merge restores the input's order
     for index, numbers in enumerate(([1, 4, 5, 9], [2, 3, 6, 7, 8, 10])):
@@ -264,6 +296,7 @@ def test_merged_rows_keep_the_input_order(tmp_path: Path) -> None:
         summary = {
             "output": {"folder": str(folder)},
             "rows": {"total": len(numbers), "by_status": {"valid": len(numbers)}},
+            "politeness": CHUNK_POLITENESS[index],
         }
         (folder / "summary.json").write_text(json.dumps(summary))
     merged = merge_chunks([tmp_path / "chunk-0", tmp_path / "chunk-1"], tmp_path / "merged")
@@ -271,3 +304,12 @@ def test_merged_rows_keep_the_input_order(tmp_path: Path) -> None:
     valid = pq.read_table(tmp_path / "merged" / "valid.parquet")
     assert valid.column("id").to_pylist() == [f"r{n}" for n in range(1, 11)]
     assert ROW_COLUMN not in valid.column_names
+    # counts add up (a resumed chunk's attempts already did), the peak is the largest
+    assert merged["politeness"] == {
+        "sessions": 7,
+        "max_sessions_one_host": 2,
+        "limits_met": 3,
+        "bans": 1,
+    }
+    report = (tmp_path / "merged" / "report.html").read_text()
+    assert "Mail hosts said we went too fast" in report

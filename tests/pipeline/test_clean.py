@@ -18,6 +18,7 @@ import listhygiene
 from listhygiene.engine import EngineSettings
 from listhygiene.pipeline.backends import KEY, Backend, JobRef, LocalBackend
 from listhygiene.pipeline.outputs import OutputError
+from listhygiene.pipeline.report import politeness_line
 from listhygiene.pipeline.run import STATUSES, QualityError
 from listhygiene.results import arrow_schema
 from listhygiene.sandbox import Sandbox
@@ -146,6 +147,17 @@ def test_every_row_lands_in_exactly_one_status_file(
     assert summary["credits"]["used"] == 8  # 9 addresses, the greylisted unknown one free
     assert result.counts["valid"] == 3
     assert len(result["valid"]) == 3
+    # what the sessions cost the hosts: a friendly world (greylisting and a cap per session are
+    # not limits met) says nothing of going too far
+    polite = summary["politeness"]
+    assert set(polite) == {"sessions", "max_sessions_one_host", "limits_met", "bans"}
+    assert all(isinstance(n, int) for n in polite.values())
+    assert polite["sessions"] > 0
+    assert 1 <= polite["max_sessions_one_host"] <= polite["sessions"]
+    assert polite["limits_met"] == polite["bans"] == 0
+    report = (out / "report.html").read_text()
+    assert politeness_line(polite) in report
+    assert "politeness-warning" not in report
 
 
 def test_second_pass_verifies_temporary_unknowns_again(
@@ -168,6 +180,12 @@ def test_without_smtp(sandbox: Sandbox, contacts: Path, tmp_path: Path) -> None:
     assert set(valid["score"]) == {0.9}
     assert set(valid["smtp_check"]) == {False}
     assert result.summary["backend"] == {"name": "local", "check_smtp": False}
+    assert result.summary["politeness"] == {
+        "sessions": 0,
+        "max_sessions_one_host": 0,
+        "limits_met": 0,
+        "bans": 0,
+    }
 
 
 @pytest.mark.parametrize("kind", ["process", "thread"])
@@ -269,6 +287,40 @@ def test_a_failing_quality_check_fails_the_run_and_publishes_nothing(
     )
     assert warned.summary["quality"]["passed"] is False
     assert (out / "summary.json").exists()
+
+
+class _DiesAfterOneTable(LocalBackend):
+    """The local engine, killed (as by an error) once its first results are saved."""
+
+    async def results(self, job: JobRef) -> AsyncIterator[pa.Table]:
+        async for table in super().results(job):
+            yield table
+            raise RuntimeError("the worker died")
+
+
+def test_a_resumed_run_adds_up_what_each_attempt_cost_the_hosts(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    path = tmp_path / "slow.csv"
+    path.write_text("Email\n" + "".join(f"person{i}@slow.test\n" for i in range(10)))
+    out = tmp_path / "out"
+    first = _DiesAfterOneTable(settings(sandbox), flush_every=2)
+    with pytest.raises(RuntimeError, match="the worker died"):
+        listhygiene.clean(path, out, backend=first)
+    # what the attempt's sessions cost, kept for the rerun
+    before = json.loads((out / ".listhygiene" / "manifest.json").read_text())["politeness"]
+    assert 0 < before["sessions"] <= first.engine.politeness["sessions"]
+    second = LocalBackend(settings(sandbox))
+    result = listhygiene.clean(path, out, backend=second)
+    assert result.summary["addresses"]["resumed"] is True
+    now = second.engine.politeness
+    assert now["sessions"] > 0  # the rerun verified what the first attempt had not saved
+    assert result.summary["politeness"] == {
+        "sessions": before["sessions"] + now["sessions"],
+        "max_sessions_one_host": max(before["max_sessions_one_host"], now["max_sessions_one_host"]),
+        "limits_met": 0,
+        "bans": 0,
+    }
 
 
 def _cli(env: dict[str, str], *args: str, **kwargs: object) -> subprocess.Popen[str]:

@@ -207,6 +207,32 @@ def test_a_failed_quality_check_exits_5(
     assert json.loads(warned.stdout)["quality"]["passed"] is False
 
 
+class _ToldOff(LocalBackend):
+    """The local engine, as if mail hosts had said it went too fast (once with a ban)."""
+
+    @property
+    def politeness(self) -> dict[str, int]:
+        return {**self.engine.politeness, "limits_met": 2, "bans": 1}
+
+
+def test_limits_met_warn_but_do_not_change_the_exit_code(
+    env: dict[str, str], reachable: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("listhygiene.pipeline.backends.LocalBackend", _ToldOff)
+    out = tmp_path / "out"
+    args = ["clean", str(reachable), "--out", str(out), "--no-smtp", "--json"]
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["politeness"] == {
+        "sessions": 0,
+        "max_sessions_one_host": 0,
+        "limits_met": 2,
+        "bans": 1,
+    }
+    assert "WARNING: mail hosts said we went too fast (2 limits met, 1 ban)" in result.stderr
+    assert "Hosts that defend themselves" in (out / "report.html").read_text()
+
+
 def test_unreachable_port_25_exits_6_and_publishes_only_when_accepted(
     env: dict[str, str], unreachable: Path, tmp_path: Path
 ) -> None:

@@ -85,6 +85,7 @@ SUMMARY: dict[str, Any] = {
         "domains_blocked": 0,
         "problem": None,
     },
+    "politeness": {"sessions": 41, "max_sessions_one_host": 2, "limits_met": 0, "bans": 0},
     "quality": {
         "passed": True,
         "mode": "fail",
@@ -280,6 +281,40 @@ def test_health_banner_only_when_a_problem_is_set(page: Node) -> None:
     assert banner.attrs["role"] == "alert"
 
 
+def test_politeness_line_in_the_run_panel(page: Node) -> None:
+    line = page.one(id="timings").one(id="politeness")
+    assert line.text().startswith(
+        "41 SMTP sessions opened, at most 2 at once to one mail host, 0 limits met, 0 bans"
+    )
+    assert "a limit met is a reply saying we went too far" in line.text()
+    assert "warn" not in line.classes
+    assert not page.all(id="politeness-warning")
+
+
+def test_limits_met_or_bans_are_highlighted() -> None:
+    for changes in ({"politeness__limits_met": 3}, {"politeness__bans": 1}):
+        _, page = render(**changes)
+        notice = page.one(id="politeness-warning")
+        assert "Mail hosts said we went too fast" in notice.text()
+        assert "Hosts that defend themselves" in notice.text()
+        assert "warn" in page.one(id="politeness").classes
+    _, page = render(politeness__limits_met=1, politeness__bans=1, politeness__sessions=1)
+    assert "1 SMTP session opened" in page.one(id="politeness").text()
+    assert "1 limit met, 1 ban" in page.one(id="politeness-warning").text()
+
+
+def test_a_remote_backends_politeness_is_not_known() -> None:
+    zeros = {"sessions": 0, "max_sessions_one_host": 0, "limits_met": 0, "bans": 0}
+    _, page = render(backend__name="form-a", politeness=zeros)
+    assert (
+        page.one(id="politeness")
+        .text()
+        .startswith("not known: the form-a service opened the SMTP sessions")
+    )
+    _, local = render(politeness=zeros)  # the local engine without SMTP: none opened
+    assert local.one(id="politeness").text().startswith("0 SMTP sessions opened")
+
+
 def test_input_strings_are_escaped() -> None:
     evil = "<script>alert(1)</script>"
     domains = [{"domain": '"><img src=x onerror=alert(2)>', "rows": 3, "by_status": {"valid": 3}}]
@@ -346,6 +381,7 @@ def test_a_sparse_summary_still_renders() -> None:
     page = parse(render_report({"input": {"name": "empty.csv"}, "rows": {"total": 0}}))
     assert page.one("h1").text() == "empty.csv"
     assert len(page.all("rect", cls="status-bar")) == 7
+    assert not page.all(id="politeness")  # a summary written before the field
 
 
 def test_formatting_helpers() -> None:

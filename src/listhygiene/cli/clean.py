@@ -253,6 +253,16 @@ def clean(
             bold=True,
             err=True,
         )
+    politeness = summary.get("politeness") or {}
+    limits, bans = int(politeness.get("limits_met") or 0), int(politeness.get("bans") or 0)
+    if limits or bans:
+        click.secho(
+            f"WARNING: mail hosts said we went too fast ({limits} limit{'s' * (limits != 1)} "
+            f"met, {bans} ban{'s' * (bans != 1)}): see docs/engine.md, "
+            '"Hosts that defend themselves"',
+            fg="yellow",
+            err=True,
+        )
 
 
 def use_storage_options(pairs: tuple[str, ...]) -> None:

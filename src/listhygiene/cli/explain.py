@@ -15,7 +15,8 @@ from listhygiene.cli.options import build_settings, engine_options
 @engine_options
 def explain(address: str, no_smtp: bool, as_json: bool, engine_settings: dict[str, Any]) -> None:
     """Verify ADDRESS and print the whole conversation: every DNS question and answer, each
-    SMTP command and reply with its round trip, and the row of the decision table that decided.
+    SMTP command and reply with its round trip, the row of the decision table that decided, and
+    what the sessions cost the mail hosts (the politeness counts of a run's summary).
 
     A fresh engine asks everything again (no cache), so the output is what was said. For
     support and debugging; see docs/engine.md, "Explaining one address".

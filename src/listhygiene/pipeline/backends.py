@@ -135,6 +135,14 @@ class Backend(ABC):
         """The backend's view of the run's health (the local engine's port-25 signal)."""
         return None
 
+    @property
+    def politeness(self) -> Mapping[str, int] | None:
+        """What this process's SMTP sessions cost the mail hosts so far (the summary's
+        ``politeness``: ``sessions``, ``max_sessions_one_host``, ``limits_met``, ``bans``);
+        None when the backend cannot know (a remote service's sessions are its own), which the
+        summary writes as zeros."""
+        return None
+
 
 def results_table(pairs: Iterable[tuple[str, VerificationResult]]) -> "pa.Table":
     """(submitted address, result) pairs as a result table."""
@@ -202,6 +210,10 @@ class LocalBackend(Backend):
     @property
     def health(self) -> Mapping[str, Any] | None:
         return self.engine.health.as_dict()
+
+    @property
+    def politeness(self) -> Mapping[str, int] | None:
+        return self.engine.politeness
 
     #: Settings that change a verdict (not the pace): a run resumes only when they are equal.
     _VERDICT_SETTINGS = (

@@ -411,6 +411,8 @@ def _merged_summary(
 ) -> dict[str, Any]:
     """One run's summary from the chunks': counts added up (each distinct address is in one
     chunk, so the sums are the list's), the top domains ranked again."""
+    from listhygiene.pipeline.summary import run_politeness
+
     first = parts[0]
     by_status: Counter[str] = Counter()
     by_reason: Counter[str] = Counter()
@@ -477,6 +479,8 @@ def _merged_summary(
         },
         "health": {**health, "accepted": bool(health["problem"])},
         "verdicts": {k: int(verdicts.get(k, 0)) for k in ("reused", "verified", "changed")},
+        # sessions, limits met and bans added up; the most at once to one host, the largest
+        "politeness": run_politeness(*(part.get("politeness") for part in parts)),
     }
 
 

@@ -92,6 +92,12 @@ class _Remote(Backend):
         # What this process submitted: job id -> the addresses, in order.
         self._submitted: dict[str, list[str]] = {}
 
+    @property
+    def politeness(self) -> Mapping[str, int] | None:
+        """None: the service opens the SMTP sessions, and does not say what they cost the mail
+        hosts (the summary's ``politeness`` is then all zeros; docs/pipeline.md, "Politeness")."""
+        return None
+
     def fingerprint(self) -> Mapping[str, Any]:
         # The service and the key's identity change verdicts and who pays; the key itself is a
         # secret and stays out of the work folder.

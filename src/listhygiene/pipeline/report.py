@@ -20,7 +20,7 @@ import jinja2
 from listhygiene.pipeline.report_advice import providers_chart, suggestions_view
 from listhygiene.statuses import Reason, Status
 
-__all__ = ["STATUS_COLOURS", "render_report"]
+__all__ = ["STATUS_COLOURS", "politeness_line", "render_report"]
 
 #: One colour per status, the same in every chart, table and legend of the page.
 STATUS_COLOURS: dict[str, str] = {
@@ -180,6 +180,7 @@ def _view(summary: Mapping[str, Any]) -> dict[str, Any]:
         },
         "problem": health.get("problem") or None,
         "health": _health(health),
+        "politeness": _politeness(summary.get("politeness"), str(backend.get("name") or "")),
         "cards": _cards(total, by_status, rows, addresses, _map(summary.get("credits"))),
         "statuses": _status_chart(by_status, total),
         "reasons": _reason_chart(_map(rows.get("by_reason")), total),
@@ -220,6 +221,43 @@ def _health(health: Mapping[str, Any]) -> dict[str, Any] | None:
         "unreachable": _count(health.get("domains_unreachable")),
         "blocked": _count(health.get("domains_blocked")),
     }
+
+
+#: Where a run that met the hosts' limits is sent (the notice and the summary's documentation).
+POLITENESS_DOC = 'docs/engine.md, "Hosts that defend themselves"'
+
+
+def _politeness(politeness: Any, backend: str) -> dict[str, Any] | None:
+    """The summary's ``politeness`` as one line, and whether the hosts said we went too far
+    (a limit met or a ban: then the page says so at the top). None for a summary without it.
+    ``remote``: a remote backend's run, whose SMTP sessions the service opened (all zeros)."""
+    if not isinstance(politeness, Mapping):
+        return None
+    limits = _count(politeness.get("limits_met"))
+    bans = _count(politeness.get("bans"))
+    return {
+        "line": politeness_line(politeness),
+        "limits_met": limits,
+        "bans": bans,
+        "warned": bool(limits or bans),
+        "remote": backend not in ("", "local") and not _count(politeness.get("sessions")),
+        "doc": POLITENESS_DOC,
+    }
+
+
+def politeness_line(politeness: Mapping[str, Any]) -> str:
+    """The summary's ``politeness`` for a person: "3 SMTP sessions opened, at most 1 at once to
+    one mail host, 0 limits met, 0 bans"."""
+    return (
+        f"{_plural(_count(politeness.get('sessions')), 'SMTP session')} opened, at most "
+        f"{number(_count(politeness.get('max_sessions_one_host')))} at once to one mail host, "
+        f"{_plural(_count(politeness.get('limits_met')), 'limit')} met, "
+        f"{_plural(_count(politeness.get('bans')), 'ban')}"
+    )
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{number(count)} {word}{'' if count == 1 else 's'}"
 
 
 def _cards(

@@ -43,7 +43,7 @@ from listhygiene.pipeline.backends import (
 from listhygiene.pipeline.outputs import SUMMARY, OutputFolder
 from listhygiene.pipeline.quality import default_worker_kind, warm_up
 from listhygiene.pipeline.result import STATUSES, CleanResult
-from listhygiene.pipeline.summary import Summary, run_health, uncertain_credits
+from listhygiene.pipeline.summary import Summary, run_health, run_politeness, uncertain_credits
 from listhygiene.pipeline.verdict_memory import CHANGED, RunVerdicts, open_verdicts
 from listhygiene.pipeline.workdir import ADDRESS, ROW, VERIFIED_AT, WorkDir
 from listhygiene.pipeline.worktables import PENDING, WorkTables
@@ -94,6 +94,9 @@ class Run:
     counters: Counter[str] = dataclasses.field(default_factory=Counter)
     #: Broken input records kept as rows (from the source, or the manifest on a resume).
     bad_records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: What the earlier attempts' SMTP sessions cost the mail hosts (the manifest's, on a
+    #: resume): this attempt's add up to it (docs/pipeline.md, "Politeness").
+    politeness_before: Mapping[str, Any] | None = None
 
     async def submit_only(self) -> list[JobRef]:
         from listhygiene.pipeline.columns import find_email_column
@@ -154,6 +157,7 @@ class Run:
         resumed = work.open(self._fingerprint(info.name, column, backend))
         if resumed:
             log.info("resuming the run in %s (stage %s)", work.path, work.stage)
+        self.politeness_before = work.manifest.get("politeness")
         tables = WorkTables(work)
         # GX's import (~11 s) runs meanwhile: in a child process where it can read the outputs
         # (a local folder) unless LISTHYGIENE_QUALITY_WORKER=thread, else in a thread of this one
@@ -166,7 +170,8 @@ class Run:
                 if self.retry_unknown_after is not None:
                     await self._second_pass(backend, work, tables)
             health = run_health(work.manifest.get("health"), backend.health)
-            work.set_stage("writing", health=health)
+            politeness = self._politeness(backend)
+            work.set_stage("writing", health=health, politeness=politeness)
             self._check_health(health)
             with _timed(self.timings, "write"):
                 written = write_outputs(
@@ -209,6 +214,7 @@ class Run:
                     if self.memory is not None
                     else {"reused": 0, "verified": distinct, "changed": 0}
                 ),
+                politeness=politeness,
                 verdict_store=(
                     {
                         **self.memory.report(work, written.transitions),
@@ -221,6 +227,7 @@ class Run:
             self._publish(folder, summary, report, changed=self.memory is not None)
         except BaseException:
             folder.discard()
+            self._keep_politeness(work, backend)
             raise
         finally:
             work.settle()  # what a failed run saved is on disk when it returns
@@ -375,9 +382,13 @@ class Run:
                     total,
                 )
         except JobFailed as exc:
+            work.manifest["politeness"] = self._politeness(backend)  # saved with the jobs
             for done in (job, *started):
                 work.finish_job(done)  # a rerun submits what it lacked, not waiting on it again
             raise BackendError(f"{exc}; run again to verify its addresses anew") from None
+        # the manifest saved when the job is finished says what the sessions cost so far (a
+        # rerun after a crash adds its own to it)
+        work.manifest["politeness"] = self._politeness(backend)
         for done in started:
             work.finish_job(done)
 
@@ -407,6 +418,29 @@ class Run:
         await self._collect(backend, work, job, len(keys))
         work.finish_job(job)
         self.counters["retried"] = self.counters["results"] - before
+
+    # -- politeness ------------------------------------------------------------------------------
+
+    def _politeness(self, backend: Backend) -> dict[str, int]:
+        """What the run's SMTP sessions cost the mail hosts: the earlier attempts' and this
+        one's so far."""
+        return run_politeness(self.politeness_before, backend.politeness)
+
+    def _keep_politeness(self, work: WorkDir, backend: Backend) -> None:
+        """Record in the manifest of a run that stops what its sessions cost the mail hosts so
+        far, earlier attempts included: the rerun adds its own (an attempt that failed while
+        verifying had opened sessions too). Nothing when the work folder is gone (a refused
+        input) or nothing changed (a remote backend)."""
+        if not work.manifest:
+            return
+        politeness = self._politeness(backend)
+        if politeness == run_politeness(work.manifest.get("politeness")):
+            return
+        work.manifest["politeness"] = politeness
+        try:
+            work.save(wait=False)
+        except Exception as exc:  # the run's own error is the one to raise
+            log.warning("the run's politeness was not kept in %s: %s", work.path, exc)
 
     # -- check -----------------------------------------------------------------------------------
 

@@ -14,10 +14,14 @@ from listhygiene._version import __version__
 from listhygiene.pipeline.result import STATUSES
 from listhygiene.pipeline.writer import Written
 
-__all__ = ["Summary", "run_health", "uncertain_credits"]
+__all__ = ["POLITENESS_KEYS", "Summary", "run_health", "run_politeness", "uncertain_credits"]
 
 #: Domains listed in ``top_domains``.
 TOP_DOMAINS = 15
+#: The keys of the summary's ``politeness`` (docs/pipeline.md, "Politeness"), all integers.
+POLITENESS_KEYS = ("sessions", "max_sessions_one_host", "limits_met", "bans")
+#: Of those, the one that is a peak rather than a count: attempts and chunks take its maximum.
+_PEAKS = frozenset({"max_sessions_one_host"})
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class Summary:
     health: Mapping[str, Any]
     quality: Mapping[str, Any]
     verdicts: Mapping[str, int]
+    #: What the run's SMTP sessions cost the mail hosts (:func:`run_politeness`).
+    politeness: Mapping[str, Any] | None = None
     verdict_store: Mapping[str, Any] | None = None
     finished_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
@@ -98,6 +104,7 @@ class Summary:
             "health": {**self.health, "accepted": bool(self.health.get("problem"))},
             "quality": dict(self.quality),
             "verdicts": dict(self.verdicts),
+            "politeness": run_politeness(self.politeness),
         }
         if self.verdict_store is not None:
             summary["verdict_store"] = dict(self.verdict_store)
@@ -133,6 +140,28 @@ def run_health(
         domains_blocked=total["domains_blocked"],
     )
     return health.as_dict()
+
+
+def run_politeness(*parts: Mapping[str, Any] | None) -> dict[str, int]:
+    """What the SMTP sessions of several parts of one run cost the mail hosts, as the summary's
+    ``politeness``: the attempts of a resumed run, or the chunks of a merged one. ``sessions``,
+    ``limits_met`` and ``bans`` add up; ``max_sessions_one_host`` is the largest (attempts follow
+    each other, and chunks split by domain mostly talk to different hosts: a sum would overstate).
+    A part that is None or lacks a key (a remote backend, which cannot know; a summary written
+    before the field existed) counts zeros, so the four keys are always there."""
+    total = dict.fromkeys(POLITENESS_KEYS, 0)
+    for part in parts:
+        for key in POLITENESS_KEYS:
+            value = _whole((part or {}).get(key))
+            total[key] = max(total[key], value) if key in _PEAKS else total[key] + value
+    return total
+
+
+def _whole(value: Any) -> int:
+    """A count read back from JSON: a non-negative integer, anything else 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return max(0, int(value))
 
 
 def _iso(moment: datetime) -> str:
