@@ -34,6 +34,8 @@ WORLD = {
         "strictpipe.test": domain("mx.strictpipe.test"),
         # Exchange: every rejected recipient held (TarpitInterval), shorter than a step
         "exchange.test": domain("mx.exchange.test"),
+        # a tarpit, and a domain of many dead mailboxes on it
+        "widetarpit.test": domain("mx.widetarpit.test"),
         # a tarpit longer than the engine's step time-out
         "deeptarpit.test": domain("mx.deeptarpit.test"),
         # one connection at a time per client (anvil), three domains on it
@@ -61,6 +63,7 @@ WORLD = {
         },
         "mx.exchange.test": {"rejected_rcpt_delay_ms": 250},
         "mx.deeptarpit.test": {"rejected_rcpt_delay_ms": 1300},
+        "mx.widetarpit.test": {"rejected_rcpt_delay_ms": 200},
         "mx.anvil.test": {"max_connections_per_client": 1, "latency_ms": 100},
         "alt1.aspmx.l.google.com": {"latency_ms": 50},
         "alt2.aspmx.l.google.com": {"latency_ms": 50},
@@ -199,7 +202,20 @@ async def test_a_tarpit_longer_than_a_step_is_learnt_and_waited_for(sandbox: San
     sandbox.stats("mx.deeptarpit.test").reset()
     addresses = [f"{local}@deeptarpit.test" for local in (*LIVE, *DEAD[:2])]
     assert_all_right(await run(engine, addresses))
-    assert sandbox.stats("mx.deeptarpit.test").connections == 2
+    stats = sandbox.stats("mx.deeptarpit.test")
+    assert stats.connections > 1  # the session that ran out of time, then the patient ones
+    assert stats.max_active <= engine.settings.host_concurrency
+
+
+async def test_a_tarpits_waits_are_shared_by_two_sessions(sandbox: Sandbox) -> None:
+    """Once a host is seen holding its refusals, the domain's recipients go over as many
+    sessions side by side as the host's politeness allows (2), in small batches: the held
+    replies are waited for two at a time."""
+    stats = sandbox.stats("mx.widetarpit.test")
+    stats.reset()
+    engine = Engine(settings(sandbox))
+    assert_all_right(await run(engine, addresses_of("widetarpit.test", dead_first=True)))
+    assert stats.max_active == engine.settings.host_concurrency == 2
 
 
 # -- connection limits and provider bans ---------------------------------------------------------

@@ -68,6 +68,8 @@ _UNDETERMINED_REASON[Meaning.TOO_MANY_ERRORS] = Reason.RATE_LIMITED
 #: A reply this much later than the host's round trip (and than its round trip again) was held
 #: on purpose: an error sleep or a tarpit (docs/engine.md, "Hosts that defend themselves").
 _SLOW_REPLY = 0.2
+#: Recipients a transaction carries on such a host: its sessions share the domain's recipients.
+_SLOW_BATCH = 3
 #: How long a host that could not open a session (time-out, refused, not SMTP) is taken as down:
 #: other domains on it fail at once with the same reason instead of queueing for its time-out.
 _DOWN_SECONDS = 300.0
@@ -265,6 +267,10 @@ class DomainProber:
         self._refusing_ip: str | None = None
         #: host address -> the big provider it belongs to (None: a host of its own)
         self._provider: dict[str, str | None] = {}
+        #: the exchangers' addresses of this round, in preference order: (MX name, address)
+        self._candidates: list[tuple[str, str]] = []
+        #: side sessions beside the main one, on a host that holds its refusals
+        self._side: list[asyncio.Task[tuple[Reason, bool] | None]] = []
         #: recipients (and the probe) whose reply a live host did not send in time, once: a
         #: second time they are unknown
         self._stalled: set[Address | str] = set()
@@ -340,40 +346,38 @@ class DomainProber:
             batch.append(self.work.popleft() if self.work else pending.popleft())
         return batch
 
-    def _has_work(self, pending: deque[Address]) -> bool:
-        return bool(self.work or pending or self._probe_due)
+    def _has_work(self, pending: deque[Address], *, probe: bool = True) -> bool:
+        return bool(self.work or pending or (probe and self._probe_due))
 
     async def _round(self, pending: deque[Address]) -> None:
-        """Sessions over the exchangers until the work is done or every host has failed."""
+        """Sessions over the exchangers until the work is done or every host has failed.
+
+        One session at a time, but on a host that holds its refusals (a tarpit, an error
+        sleep) up to ``host_concurrency`` sessions share the domain's recipients: the waits are
+        the host's, and two sessions wait them side by side (docs/engine.md, "Hosts that defend
+        themselves")."""
         self.deferred = {}
         self._named = None
         self._probe_due = self.ctx.catch_all.get(self.domain) is None
         self._probe_deferred = None
         failure: tuple[Reason, bool] | None = None
         candidates = [(mx.name, ip) for mx in self.route.exchangers for ip in mx.addresses]
+        self._candidates = candidates
         for name, ip in candidates:
             provider = provider_of([name], self.domain)
             self._provider[ip] = None if provider in (SELF_HOSTED, OTHER) else provider
-        index = 0
-        guard = 0
-        while self._has_work(pending) and index < len(candidates):
-            guard += 1
-            if guard > 10_000:  # cannot happen with a sane server; never loop forever
-                break
+        for _ in range(3):  # side sessions may hand work back as they end: another go takes it
+            self._side = []
             try:
-                opened = await self._open_race(candidates, index)
-            except _NoHost as lost:
-                failure = self._failure(lost.failure, lost.ip)
+                failure = await self._sessions(pending, candidates, main=True) or failure
+                for side in await asyncio.gather(*self._side):
+                    failure = failure or side
+            finally:
+                for task in self._side:
+                    task.cancel()
+                await asyncio.gather(*self._side, return_exceptions=True)
+            if failure or not self._has_work(pending):
                 break
-            index = opened.index
-            try:
-                progressed = await self._converse(opened, pending)
-            except (_SessionRefused, SmtpError) as exc:
-                failure = self._failure(exc, opened.ip)
-                index += 1
-                continue
-            if not progressed:
-                index += 1  # a session that could not place a single recipient: next host
         if self._has_work(pending):
             reason, temporary = failure or (Reason.SMTP_UNREACHABLE, False)
             if failure and reason in (Reason.SMTP_TIMEOUT, Reason.SMTP_UNREACHABLE):
@@ -388,6 +392,49 @@ class DomainProber:
                     self.deferred[address] = reason
                 else:
                     self.finish(address, MailboxOutcome.UNDETERMINED, reason)
+
+    async def _sessions(
+        self, pending: deque[Address], candidates: list[tuple[str, str]], *, main: bool
+    ) -> tuple[Reason, bool] | None:
+        """One session after another, from the most preferred exchanger that answers; the
+        failure that stopped them, if any. A side session (``main`` false) takes recipients
+        only, never the catch-all probe, and ends when none is left."""
+        failure: tuple[Reason, bool] | None = None
+        index = 0
+        guard = 0
+        while self._has_work(pending, probe=main) and index < len(candidates):
+            guard += 1
+            if guard > 10_000:  # cannot happen with a sane server; never loop forever
+                break
+            if main:
+                self._more_sessions(pending, candidates[index][1])
+            try:
+                opened = await self._open_race(candidates, index)
+            except _NoHost as lost:
+                failure = self._failure(lost.failure, lost.ip)
+                break
+            index = opened.index
+            try:
+                progressed = await self._converse(opened, pending, main=main)
+            except (_SessionRefused, SmtpError) as exc:
+                failure = self._failure(exc, opened.ip)
+                index += 1
+                continue
+            if not progressed:
+                index += 1  # a session that could not place a single recipient: next host
+        return failure
+
+    def _more_sessions(self, pending: deque[Address], ip: str) -> None:
+        """Side sessions beside the main one, while the host holds its refusals and there are
+        recipients enough to share."""
+        if not self.ctx.limits(ip).error_sleep:
+            return
+        room = self.settings.host_concurrency - 1 - sum(not t.done() for t in self._side)
+        left = len(self.work) + len(pending)
+        for _ in range(min(room, left // _SLOW_BATCH)):
+            self._side.append(
+                asyncio.ensure_future(self._sessions(pending, self._candidates, main=False))
+            )
 
     def _failure(self, exc: BaseException, ip: str) -> tuple[Reason, bool]:
         """(reason, temporary) of a session that failed."""
@@ -557,12 +604,12 @@ class DomainProber:
 
     # -- one session -----------------------------------------------------------------------------
 
-    async def _converse(self, opened: _Opened, pending: deque[Address]) -> bool:
+    async def _converse(self, opened: _Opened, pending: deque[Address], *, main: bool) -> bool:
         """The transactions of an opened session; returns whether it got anywhere."""
         client = opened.client
         try:
             self._report_reach("ok")
-            progressed = await self._transactions(client, opened.ip, pending)
+            progressed = await self._transactions(client, opened.ip, pending, main=main)
         except _SessionRefused:
             await client.quit()
             raise
@@ -575,7 +622,9 @@ class DomainProber:
         finally:
             await opened.slot.aclose()
 
-    async def _transactions(self, client: SmtpClient, ip: str, pending: deque[Address]) -> bool:
+    async def _transactions(
+        self, client: SmtpClient, ip: str, pending: deque[Address], *, main: bool = True
+    ) -> bool:
         """Transactions (MAIL + a batch of RCPT) until the work is done or the host stops us.
 
         A session also ends, politely and before the host must end it, once it has collected
@@ -591,14 +640,18 @@ class DomainProber:
         errors = 0  # refused commands in this session: what a host's error limits count
         transactions = 0
         progressed = False
-        while self._has_work(pending):
+        while self._has_work(pending, probe=main):
             budget = limits.error_budget - errors
             if budget < 1:
                 await client.quit(wait=False)  # its replies may be held: do not wait for one
                 return True
-            need_probe = self._probe_due
+            need_probe = main and self._probe_due
             room = min(limits.rcpt_cap, budget) - (1 if need_probe else 0)
+            if limits.error_sleep:  # small batches: side sessions share the held replies
+                room = min(room, _SLOW_BATCH - (1 if need_probe else 0))
             batch = self._take(pending, room) if room > 0 else []
+            if not batch and not need_probe:
+                break
             if not utf8:  # a UTF-8 local part cannot be sent to this host at all
                 for address in [a for a in batch if a.needs_smtputf8]:
                     batch.remove(address)
@@ -629,6 +682,8 @@ class DomainProber:
                 replies, error = exc.partial, exc
             errors_before = errors
             errors += self._pace_of(client, limits, replies, errors, most)
+            if main:
+                self._more_sessions(pending, ip)
             for reply in replies:
                 if not reply.is_positive:
                     self.ctx.heard(reply, ip, provider)
