@@ -85,20 +85,24 @@ class _HostLimits:
     #: Refused commands a session may collect before it ends: under the host's error limits.
     error_budget: int
     one_transaction: bool = False
-    #: The longest a reply was held on purpose (an error sleep, a tarpit): each reply's time
-    #: limit grows by it, since a host slowly answering errors is alive.
+    #: The longest a reply was held on purpose (an error sleep, a tarpit): such a host gets
+    #: side sessions, which wait out its held replies side by side.
     error_sleep: float = 0.0
+    #: Whether the host has answered a batch of RCPT yet: its first batch is small, so that a
+    #: host holding its refusals shows it before a long batch is queued behind them.
+    answered: bool = False
 
-    def saw_slow_reply(self, errors_before: int, held: float, most: float) -> None:
-        """A reply came ``held`` seconds late after ``errors_before`` refusals in its session.
+    def saw_slow_reply(self, fast_refusals: int | None, held: float, most: float) -> None:
+        """A reply came ``held`` seconds late; ``fast_refusals``: for the session's first such
+        reply, the refusals its session had been given without delay before it.
 
-        Slow only past some errors is Postfix's soft error limit, which holds every reply once
-        a session has made that many: later sessions end one refusal before it. Slow from the
-        first refusal is a tarpit (Exchange): fewer errors a session would not help, only a
-        longer wait for each reply."""
+        Slow only past some quick refusals is Postfix's soft error limit, which holds every
+        reply once a session has made that many: later sessions end one refusal before it. Slow
+        from the first refusal is a tarpit (Exchange): fewer errors a session would not help,
+        only a longer wait for each reply."""
         self.error_sleep = min(most, max(self.error_sleep, held))
-        if errors_before >= 1:
-            self.error_budget = max(1, min(self.error_budget, errors_before - 1))
+        if fast_refusals:
+            self.error_budget = max(1, min(self.error_budget, fast_refusals - 1))
 
     def saw_error_limit(self, errors: int) -> None:
         """The host ended a session after ``errors`` refusals: stay one below."""
@@ -197,6 +201,14 @@ class _BatchOutcome:
     stop: bool = False  # end the session (a cap was learnt, or the host is closing)
 
 
+@dataclass
+class _SessionPace:
+    """How one session's replies came: refusals answered without delay, until one was held."""
+
+    fast_refusals: int = 0
+    slow: bool = False
+
+
 class _SessionRefused(Exception):
     """The host would not hold a conversation (banner, EHLO or MAIL refused)."""
 
@@ -271,9 +283,6 @@ class DomainProber:
         self._candidates: list[tuple[str, str]] = []
         #: side sessions beside the main one, on a host that holds its refusals
         self._side: list[asyncio.Task[tuple[Reason, bool] | None]] = []
-        #: recipients (and the probe) whose reply a live host did not send in time, once: a
-        #: second time they are unknown
-        self._stalled: set[Address | str] = set()
 
     # -- verdicts --------------------------------------------------------------------------------
 
@@ -429,7 +438,7 @@ class DomainProber:
         recipients enough to share."""
         if not self.ctx.limits(ip).error_sleep:
             return
-        room = self.settings.host_concurrency - 1 - sum(not t.done() for t in self._side)
+        room = self.settings.host_concurrency - 1 - len(self._side)  # each keeps to the end
         left = len(self.work) + len(pending)
         for _ in range(min(room, left // _SLOW_BATCH)):
             self._side.append(
@@ -634,10 +643,10 @@ class DomainProber:
         limits = self.ctx.limits(ip)
         provider = self._provider.get(ip)
         most = max(self.settings.smtp_timeout, self.settings.retry_max_wait)
-        client.timeout = self.settings.smtp_timeout + limits.error_sleep
         utf8 = client.supports("SMTPUTF8")
         rcpts_on_connection = 0
         errors = 0  # refused commands in this session: what a host's error limits count
+        pace = _SessionPace()
         transactions = 0
         progressed = False
         while self._has_work(pending, probe=main):
@@ -647,7 +656,9 @@ class DomainProber:
                 return True
             need_probe = main and self._probe_due
             room = min(limits.rcpt_cap, budget) - (1 if need_probe else 0)
-            if limits.error_sleep:  # small batches: side sessions share the held replies
+            if limits.error_sleep or not limits.answered:
+                # small batches on a host that holds its refusals, so that side sessions share
+                # them; and on a host not heard yet, so that it can show it does
                 room = min(room, _SLOW_BATCH - (1 if need_probe else 0))
             batch = self._take(pending, room) if room > 0 else []
             if not batch and not need_probe:
@@ -676,14 +687,16 @@ class DomainProber:
                 client.quitting = True
             transactions += 1
             error: SmtpError | None = None
+            client.on_reply = self._pace_watch(client, limits, pace, most, pending, ip, main)
             try:
                 replies = await self._exchange(client, commands, limits, errors)
             except SmtpError as exc:
                 replies, error = exc.partial, exc
+            finally:
+                client.on_reply = None
             errors_before = errors
-            errors += self._pace_of(client, limits, replies, errors, most)
-            if main:
-                self._more_sessions(pending, ip)
+            errors += _refusals(replies)
+            limits.answered = limits.answered or len(replies) > 1
             for reply in replies:
                 if not reply.is_positive:
                     self.ctx.heard(reply, ip, provider)
@@ -731,71 +744,39 @@ class DomainProber:
             if outcome.stop:
                 return True
             if error is not None:
-                if isinstance(error, SmtpTimeout):
-                    # a host that answered MAIL in this session is alive, only slow to answer a
-                    # recipient: wait longer for its replies from now on and ask again
-                    self._stalled_reply(batch, rcpt_replies, need_probe, limits, most)
-                    await client.quit(wait=False)
-                    return True
                 raise error
             if limits.one_transaction or quit_now:
                 return True
         return progressed or transactions > 0
 
-    def _pace_of(
+    def _pace_watch(
         self,
         client: SmtpClient,
         limits: _HostLimits,
-        replies: list[Reply],
-        errors: int,
+        pace: "_SessionPace",
         most: float,
-    ) -> int:
-        """The refusals among ``replies``; learns from how late each came (an error sleep)."""
+        pending: deque[Address],
+        ip: str,
+        main: bool,
+    ) -> Callable[[int, Reply, float], None]:
+        """What reads the host's pace from each reply of an exchange as it arrives: the first
+        one held on purpose (an error sleep, a tarpit) teaches the host's limits at once, and
+        side sessions may start while this one waits (``_more_sessions``)."""
         rtt = client.rtt or 0.0
         pipelined = client.supports("PIPELINING")
-        refused = 0
-        slow_seen = False
-        for index, (reply, gap) in enumerate(zip(replies, client.gaps, strict=False)):
-            # pipelined, only the first reply carries a round trip; one by one, each does
+
+        def watch(index: int, reply: Reply, gap: float) -> None:
+            # pipelined, only the first reply of a write carries a round trip; one by one, each
             held = gap - (rtt if index == 0 or not pipelined else 0.0)
-            if not slow_seen and held > max(_SLOW_REPLY, rtt):
-                limits.saw_slow_reply(errors + refused, held, most)
-                slow_seen = True
-            if not reply.is_positive:
-                refused += 1
-        return refused
+            if held > max(_SLOW_REPLY, rtt):
+                limits.saw_slow_reply(None if pace.slow else pace.fast_refusals, held, most)
+                if not pace.slow and main:
+                    self._more_sessions(pending, ip)
+                pace.slow = True
+            elif not reply.is_positive and not pace.slow:
+                pace.fast_refusals += 1
 
-    def _stalled_reply(
-        self,
-        batch: list[Address],
-        answered: list[Reply],
-        probed: bool,
-        limits: _HostLimits,
-        most: float,
-    ) -> None:
-        """A live host did not answer a recipient within the step's time: the recipient is
-        asked again in a new session, with a longer wait for each reply; a second time it is
-        unknown (``smtp_timeout``), so a host that never answers one costs two waits."""
-        limits.error_sleep = min(most, max(limits.error_sleep, self.settings.smtp_timeout))
-        if probed and self._probe_due:  # the probe itself was not answered
-            if _PROBE in self._stalled:
-                self._probe_due = False
-                self._probe_deferred = None
-                self._release_held()
-            self._stalled.add(_PROBE)
-            return
-        offset = len(answered)
-        if offset < len(batch):
-            address = batch[offset]
-            if address in self._stalled:
-                self._take_back(address)
-                self.finish(address, MailboxOutcome.UNDETERMINED, Reason.SMTP_TIMEOUT)
-            else:
-                self._stalled.add(address)
-
-    def _take_back(self, address: Address) -> None:
-        with contextlib.suppress(ValueError):
-            self.work.remove(address)
+        return watch
 
     def _read_batch(
         self,
@@ -897,24 +878,23 @@ class DomainProber:
         One by one, the batch stops early, before a recipient that would take the session past
         the host's error budget (``errors`` refusals so far), learnt from this batch's replies
         too: what is not sent goes in the next session."""
+        patience = max(self.settings.smtp_timeout, self.settings.retry_max_wait)
         if client.supports("PIPELINING"):
-            return await client.pipeline(commands)
+            return await client.pipeline(commands, patience=patience)
         replies: list[Reply] = []
         gaps: list[float] = []
-        most = max(self.settings.smtp_timeout, self.settings.retry_max_wait)
         for command in commands:
             if command.startswith("RCPT") and errors >= limits.error_budget:
                 break
             try:
-                reply = await client.command(command)
+                # a host that has answered MAIL is alive: wait for a held RCPT reply patiently
+                wait = patience if command.startswith("RCPT") else None
+                reply = await client.command(command, patience=wait)
             except SmtpError as exc:
                 exc.partial = replies
                 client.gaps = gaps
                 raise
-            replies.append(reply)
-            held = client.gaps[0] - (client.rtt or 0.0)
-            if held > max(_SLOW_REPLY, client.rtt or 0.0):
-                limits.saw_slow_reply(errors, held, most)
+            replies.append(reply)  # its pace was read as it came (``_pace_watch``)
             gaps.extend(client.gaps)
             client.gaps = gaps
             if not reply.is_positive:

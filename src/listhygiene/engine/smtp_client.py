@@ -13,6 +13,7 @@ import contextlib
 import re
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from listhygiene.engine.trace import active
@@ -126,6 +127,9 @@ class SmtpClient:
         self.gaps: list[float] = []
         #: The shortest round trip of one command seen on this connection (None before one).
         self.rtt: float | None = None
+        #: Called with (index in the exchange, reply, seconds after the one before) as each
+        #: reply arrives: a prober reads a host's pace while a batch is still being answered.
+        self.on_reply: Callable[[int, Reply, float], None] | None = None
 
     def _record(self, sent: list[str], replies: list[Reply], started: float) -> None:
         assert self._trace is not None
@@ -208,11 +212,12 @@ class SmtpClient:
             if len(lines) >= MAX_REPLY_LINES:
                 raise SmtpProtocolError("reply with too many lines")
 
-    async def _replies(self, count: int, each: float) -> list[Reply]:
-        """``count`` replies, each within ``each`` seconds of the one before (or of the send).
+    async def _replies(self, count: int, each: float, later: float | None = None) -> list[Reply]:
+        """``count`` replies, each within ``each`` seconds of the one before (or of the send);
+        after the first, within ``later`` when given.
 
         Each reply is timed, not the batch: a host that answers errors slowly on purpose
-        (Postfix's error sleep, Exchange's tarpit) is alive, and a pipelined batch of 25 slow
+        (Postfix's error sleep, Exchange's tarpit) is alive, and a pipelined batch of slow
         refusals must not run out of one step's time (docs/engine.md, "Hosts that defend
         themselves"). ``gaps`` keeps how long each reply took after the one before it.
         """
@@ -222,10 +227,12 @@ class SmtpClient:
         last = loop.time()
         try:
             while len(replies) < count:
-                async with asyncio.timeout(each):
+                async with asyncio.timeout(each if later is None or not replies else later):
                     reply = await self._read_reply()
                 now = loop.time()
                 self.gaps.append(now - last)
+                if self.on_reply is not None:
+                    self.on_reply(len(replies), reply, now - last)
                 last = now
                 replies.append(reply)
         except TimeoutError:
@@ -252,30 +259,36 @@ class SmtpClient:
             return (await self._traced([], 1, self.timeout))[0]
         return (await self._replies(1, self.timeout))[0]
 
-    async def command(self, line: str) -> Reply:
+    async def command(self, line: str, *, patience: float | None = None) -> Reply:
+        """Send one command and read its reply, within ``patience`` seconds if given (a host
+        known to be alive, which may hold the reply on purpose), else one step's limit."""
+        wait = self.timeout if patience is None else patience
         if self._trace is not None:
-            reply = (await self._traced([line], 1, self.timeout))[0]
+            reply = (await self._traced([line], 1, wait))[0]
         else:
             await self._send(line.encode("utf-8") + b"\r\n")
-            reply = (await self._replies(1, self.timeout))[0]
+            reply = (await self._replies(1, wait))[0]
         self.rtt = self.gaps[0] if self.rtt is None else min(self.rtt, self.gaps[0])
         return reply
 
-    async def pipeline(self, lines: list[str]) -> list[Reply]:
+    async def pipeline(self, lines: list[str], *, patience: float | None = None) -> list[Reply]:
         """Send every command at once (RFC 2920) and read their replies in order, each within
-        one step's time limit of the reply before it."""
+        one step's time limit of the reply before it; once the first has come (the host is
+        alive), within ``patience`` if given, for a host that holds replies on purpose."""
         if self._trace is not None:
-            return await self._traced(lines, len(lines), self.timeout)
+            return await self._traced(lines, len(lines), self.timeout, patience)
         await self._send(b"".join(line.encode("utf-8") + b"\r\n" for line in lines))
-        return await self._replies(len(lines), self.timeout)
+        return await self._replies(len(lines), self.timeout, patience)
 
-    async def _traced(self, lines: list[str], count: int, each: float) -> list[Reply]:
+    async def _traced(
+        self, lines: list[str], count: int, each: float, later: float | None = None
+    ) -> list[Reply]:
         """``lines`` sent and ``count`` replies read, each recorded with the round trip."""
         started = time.perf_counter()
         try:
             if lines:
                 await self._send(b"".join(line.encode("utf-8") + b"\r\n" for line in lines))
-            replies = await self._replies(count, each)
+            replies = await self._replies(count, each, later)
         except SmtpError as exc:
             self._record(lines, exc.partial, started)
             assert self._trace is not None
