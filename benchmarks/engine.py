@@ -79,14 +79,17 @@ from listhygiene.engine import Engine, EngineSettings
 from listhygiene.sandbox.generate import (
     DEFAULT_MIX,
     HOSTILE_MIX,
+    UNDEFENDED_HOSTILE_MIX,
     GeneratedWorld,
     generate_world,
 )
 from listhygiene.sandbox.world import HostSpec, World
+from listhygiene.statuses import Reason
 
-#: The issue's targets.
+#: The issue's targets (issue 14: rate and the round-trip bound; issue 25: the waits bound).
 TARGET_RATE = 500.0
 TARGET_RATIO = 3.0
+TARGET_WAITS_RATIO = 1.2
 
 
 # -- the sandbox, in its own process -------------------------------------------------------------
@@ -138,6 +141,13 @@ class SandboxProcess:
     @property
     def smtp_port(self) -> int:
         return int(self.exports["LISTHYGIENE_SMTP_PORT"])
+
+    def defences(self) -> dict[str, Any]:
+        """What the world's hosts had to say so far (the daemon's ``defences.json``)."""
+        try:
+            return dict(json.loads((self.state_dir / "defences.json").read_text()))
+        except (OSError, ValueError):
+            return {}
 
     def cpu_seconds(self) -> float | None:
         """CPU time used so far by the sandbox's process (None where it cannot be read)."""
@@ -307,6 +317,68 @@ def lower_bound(
     )
 
 
+@dataclass(frozen=True)
+class WaitsBound:
+    """What the world's own waits and the engine's documented politeness impose at least
+    (issue 25): the round-trip bound, the pacing floors (``host_rate`` per host, as the engine
+    routes sessions to the preferred MX, and ``provider_rate`` per big provider), a tarpit's
+    held refusals (shared by ``host_concurrency`` sessions), postscreen's greeting wait."""
+
+    seconds: float
+    terms: dict[str, float]
+    binding: str
+
+
+def waits_bound(
+    generated: GeneratedWorld, settings: EngineSettings, bound: LowerBound
+) -> WaitsBound:
+    world = generated.world
+    refused: Counter[str] = Counter()
+    addresses: Counter[str] = Counter()
+    for address, (_, reason) in generated.expected.items():
+        domain = address.rpartition("@")[2]
+        addresses[domain] += 1
+        if reason in (Reason.MAILBOX_NOT_FOUND, Reason.MAILBOX_DISABLED):
+            refused[domain] += 1
+    tarpit_chain = tarpit_host = postscreen = 0.0
+    per_host: Counter[str] = Counter()
+    for domain in addresses:
+        spec = world.domains.get(domain)
+        hosts = world.mail_hosts_of(domain)
+        if spec is None or not hosts or hosts[0] not in world.hosts:
+            continue
+        host = world.hosts[hosts[0]]
+        if host.rejected_rcpt_delay_ms:
+            # the held refusals, the catch-all probe's too, two sessions side by side at most
+            held = refused[domain] + (0 if spec.catch_all else 1)
+            delay = host.rejected_rcpt_delay_ms / 1000
+            chain = math.ceil(held / settings.host_concurrency) * delay
+            tarpit_chain = max(tarpit_chain, chain)
+            per_host[hosts[0]] += held
+            tarpit_host = max(tarpit_host, per_host[hosts[0]] * delay / settings.host_concurrency)
+        if host.postscreen is not None:
+            postscreen = max(postscreen, host.postscreen.greet_wait_ms / 1000)
+    provider_floor = 0.0
+    for provider in world.providers.values():
+        members = set(provider.hosts)
+        sessions = sum(
+            1 for d in addresses if world.mail_hosts_of(d) and world.mail_hosts_of(d)[0] in members
+        )
+        if sessions > settings.provider_concurrency:
+            floor = (sessions - settings.provider_concurrency) / settings.provider_rate
+            provider_floor = max(provider_floor, floor)
+    terms = {
+        "round trips": bound.seconds,
+        "pacing floor (preferred MX)": bound.pacing_floor_preferred,
+        "provider pacing floor": provider_floor,
+        "tarpit, one domain": tarpit_chain,
+        "tarpit, one host": tarpit_host,
+        "postscreen greeting": postscreen,
+    }
+    binding = max(terms, key=lambda k: terms[k])
+    return WaitsBound(terms[binding], terms, binding)
+
+
 # -- the run -------------------------------------------------------------------------------------
 
 
@@ -369,17 +441,21 @@ def run(
             cpu = time.process_time() - cpu_before
             sandbox_cpu_after = sandbox.cpu_seconds()
             udp_after = _udp_receive_buffer_errors()
+            time.sleep(1.2)  # the daemon writes defences.json at most once a second
+            defences = sandbox.defences()
             traced_peak = None
             if trace:
                 import tracemalloc
 
                 traced_peak = tracemalloc.get_traced_memory()[1]
                 tracemalloc.stop()
-            again: list[tuple[float, dict[str, tuple[str, str | None]]]] = []
+            again: list[tuple[float, dict[str, tuple[str, str | None]], dict[str, Any]]] = []
             for _ in range(reruns):
                 started = time.perf_counter()
                 rerun = asyncio.run(_verify(Engine(settings_for(sandbox)), generated.addresses))
-                again.append((time.perf_counter() - started, rerun))
+                seconds = time.perf_counter() - started
+                time.sleep(1.2)
+                again.append((seconds, rerun, sandbox.defences()))
     sandbox_cpu = (
         sandbox_cpu_after - sandbox_cpu_before
         if sandbox_cpu_before is not None and sandbox_cpu_after is not None
@@ -398,6 +474,7 @@ def run(
         "tracemalloc_peak_bytes": traced_peak,
         "verdicts": verdicts,
         "reruns": again,
+        "defences": defences,
     }
     return figures, engine
 
@@ -433,10 +510,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--mix",
-        choices=("hostile", "default"),
+        choices=("hostile", "undefended", "default"),
         default="hostile",
         help="the world's behaviours: HOSTILE_MIX (default: silent MX pairs, a backup behind a "
-        "silent primary, greylisting catch-all) or DEFAULT_MIX",
+        "silent primary, greylisting catch-all, and hosts that defend themselves: harvest "
+        "protection, tarpits, postscreen, strict pipelining, required TLS, providers' rate "
+        "limits), UNDEFENDED_HOSTILE_MIX (the hostile mix before issue 25) or DEFAULT_MIX",
     )
     parser.add_argument(
         "--retry-delays",
@@ -469,7 +548,11 @@ def main(argv: list[str] | None = None) -> int:
         domains=args.domains,
         addresses=args.addresses,
         latency_ms=args.latency_ms,
-        mix=HOSTILE_MIX if args.mix == "hostile" else DEFAULT_MIX,
+        mix={
+            "hostile": HOSTILE_MIX,
+            "undefended": UNDEFENDED_HOSTILE_MIX,
+            "default": DEFAULT_MIX,
+        }[args.mix],
     )
 
     def settings_for(sandbox: SandboxProcess) -> EngineSettings:
@@ -494,7 +577,9 @@ def main(argv: list[str] | None = None) -> int:
     verdicts = figures.pop("verdicts")
     wrong, examples = mismatches(generated, verdicts)
     reruns = []
-    for seconds, rerun in figures.pop("reruns"):
+    defences = figures.pop("defences")
+    said_before = defences
+    for seconds, rerun, said in figures.pop("reruns"):
         rerun_wrong, rerun_examples = mismatches(generated, rerun)
         reruns.append(
             {
@@ -502,10 +587,15 @@ def main(argv: list[str] | None = None) -> int:
                 "mismatches": sum(rerun_wrong.values()),
                 "mismatches_by_kind": dict(rerun_wrong.most_common()),
                 "changed_from_first_run": sum(rerun[a] != verdicts.get(a) for a in rerun),
+                "limits_met": int(said.get("limits_met", 0))
+                - int(said_before.get("limits_met", 0)),
+                "bans": int(said.get("bans", 0)) - int(said_before.get("bans", 0)),
             }
         )
+        said_before = said
         examples += rerun_examples[: max(0, 20 - len(examples))]
     bound = lower_bound(generated, settings, generated.addresses)
+    waits = waits_bound(generated, settings, bound)
     wall = figures["wall_seconds"]
     rate = len(generated.addresses) / wall
     traced_peak = None
@@ -562,9 +652,32 @@ def main(argv: list[str] | None = None) -> int:
         "pacing_floor_seconds": round(bound.pacing_floor, 3),
         "pacing_floor_preferred_mx_seconds": round(bound.pacing_floor_preferred, 3),
         "pacing_floor_preferred_mx_host": bound.pacing_floor_preferred_host,
+        "waits_bound_seconds": round(waits.seconds, 3),
+        "waits_bound_binding": waits.binding,
+        "waits_bound_terms": {k: round(v, 3) for k, v in waits.terms.items()},
+        "ratio_to_waits_bound": round(wall / waits.seconds, 2) if waits.seconds else None,
+        "politeness": engine.politeness,
+        "hosts_said": {
+            "limits_met": int(defences.get("limits_met", 0)),
+            "bans": int(defences.get("bans", 0)),
+            "error_sleeps": sum(
+                int(h.get("error_sleeps", 0)) for h in defences.get("hosts", {}).values()
+            ),
+            "events": [
+                [host, kind, str(reply).splitlines()[0] if reply else ""]
+                for host, h in sorted(defences.get("hosts", {}).items())
+                for _, kind, reply in h.get("events", [])
+            ],
+            "max_active_per_provider": {
+                name: p.get("max_active") for name, p in defences.get("providers", {}).items()
+            },
+        },
         "targets": {
             "addresses_per_second": TARGET_RATE,
             "ratio_to_lower_bound": TARGET_RATIO,
+            "ratio_to_waits_bound": TARGET_WAITS_RATIO,
+            "limits_met": 0,
+            "bans": 0,
         },
     }
     report["targets_met"] = bool(
@@ -573,6 +686,15 @@ def main(argv: list[str] | None = None) -> int:
         and report["ratio_to_lower_bound"] <= TARGET_RATIO
         and not report["mismatches"]
         and not any(r["mismatches"] or r["changed_from_first_run"] for r in reruns)
+    )
+    # issue 25: no wrong verdict on two runs, nothing a host had to say, within 1.2x the waits
+    report["defence_targets_met"] = bool(
+        not report["mismatches"]
+        and not any(r["mismatches"] or r["limits_met"] or r["bans"] for r in reruns)
+        and not report["hosts_said"]["limits_met"]
+        and not report["hosts_said"]["bans"]
+        and report["ratio_to_waits_bound"] is not None
+        and report["ratio_to_waits_bound"] <= TARGET_WAITS_RATIO
     )
     if args.json:
         print(json.dumps(report, indent=2))
@@ -625,7 +747,26 @@ def _human(r: dict[str, Any]) -> str:
         f"pacing floor {r['pacing_floor_seconds']:.3f} s; "
         f"{r['pacing_floor_preferred_mx_seconds']:.3f} s with sessions on the preferred MX "
         f"[{r['pacing_floor_preferred_mx_host']}] (host_rate; not in the bound)",
-        f"targets      {'met' if r['targets_met'] else 'MISSED'}",
+        f"waits bound  {r['waits_bound_seconds']:.3f} s ({r['waits_bound_binding']}; "
+        + ", ".join(f"{k} {v:.3f} s" for k, v in r["waits_bound_terms"].items())
+        + ")",
+        f"ratio        {r['ratio_to_waits_bound']}x the waits bound "
+        f"(target <= {TARGET_WAITS_RATIO}x)",
+        f"politeness   {r['politeness']['sessions']} sessions, at most "
+        f"{r['politeness']['max_sessions_one_host']} at once to one host; the hosts said we went "
+        f"too far {r['hosts_said']['limits_met']} times ({r['hosts_said']['bans']} bans), held "
+        f"{r['hosts_said']['error_sleeps']} replies; most at once per provider "
+        f"{r['hosts_said']['max_active_per_provider']}",
+        *(
+            f"  host said   {host}: {kind}: {reply}"
+            for host, kind, reply in r["hosts_said"]["events"]
+        ),
+        *(
+            f"run {i} said  {x['limits_met']} limits met, {x['bans']} bans"
+            for i, x in enumerate(r["reruns"], start=2)
+        ),
+        f"targets      issue 14 {'met' if r['targets_met'] else 'MISSED'}; "
+        f"issue 25 {'met' if r['defence_targets_met'] else 'MISSED'}",
     ]
     for example in r["mismatch_examples"][:5]:
         lines.append(

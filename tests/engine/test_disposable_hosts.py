@@ -131,3 +131,22 @@ async def test_the_users_list_of_disposable_hosts(sandbox: Sandbox, tmp_path: Pa
     assert own.status is Status.DISPOSABLE
     taken_out = await verify(engine, "z@yop-alias.test")
     assert taken_out.status is Status.CATCHALL
+
+
+def test_the_verdict_store_keeps_what_a_run_learnt(sandbox: Sandbox, tmp_path: Path) -> None:
+    """A run that saw two listed disposable domains on one mail host keeps that in the verdict
+    store; the next run, whose list has only a new throwaway domain on that host, calls it
+    disposable from its first address."""
+    import listhygiene
+
+    settings_ = settings(sandbox)
+    store = f"sqlite:///{tmp_path / 'verdicts.sqlite'}"
+    first = tmp_path / "first.csv"
+    first.write_text("email\na@mailinator.com\nb@sharklasers.com\n")
+    listhygiene.clean(first, tmp_path / "out1", settings=settings_, verdicts=store)
+    second = tmp_path / "second.csv"
+    second.write_text("email\nc@brand-new-throwaway.test\n")
+    run = listhygiene.clean(second, tmp_path / "out2", settings=settings_, verdicts=store)
+    assert run.summary["rows"]["by_status"]["disposable"] == 1
+    without = listhygiene.clean(second, tmp_path / "out3", settings=settings_, verdicts="none")
+    assert without.summary["rows"]["by_status"]["catchall"] == 1

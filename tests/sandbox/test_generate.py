@@ -206,6 +206,39 @@ def test_hostile_mix_adds_silent_pairs_backups_and_greylisting_catch_all() -> No
     assert {h.greylist_names_delay for h in greylisting} == {True, False}
 
 
+def test_hostile_mix_has_hosts_that_defend_themselves() -> None:
+    """Issue 25: the hostile world's hosts defend themselves as Postfix, Exchange and the big
+    providers document it, and the verdicts expected are still the mailboxes' own."""
+    gen = generate_world(1, mix=HOSTILE_MIX)
+    world = gen.world
+    domains: dict[str, set[str]] = {}
+    for address in gen.addresses:
+        domains.setdefault(gen.kinds[address], set()).add(domain_of(address))
+
+    def hosts_of(kind: str) -> list:
+        return [world.hosts[h] for d in domains[kind] for h in world.mail_hosts_of(d)]
+
+    assert {
+        (h.soft_error_limit, h.hard_error_limit, h.error_sleep_ms) for h in hosts_of("harvest")
+    } == {(10, 20, 1000)}
+    assert {h.rejected_rcpt_delay_ms for h in hosts_of("reject_tarpit")} == {5000}
+    assert all(h.postscreen and h.postscreen.deep_tests for h in hosts_of("postscreen"))
+    assert all(h.strict_pipelining and not h.pipelining for h in hosts_of("strict_pipelining"))
+    assert all(h.require_tls and h.starttls for h in hosts_of("require_tls"))
+    google = {h for d in domains["google"] for h in world.mail_hosts_of(d)}
+    assert google == {"aspmx.l.google.com", "alt1.aspmx.l.google.com"}
+    assert set(world.providers["google"].hosts) == google
+    microsoft = {h for d in domains["microsoft"] for h in world.mail_hosts_of(d)}
+    assert len(microsoft) == len(domains["microsoft"])  # a host name per tenant
+    assert all(h.endswith(".mail.protection.outlook.com") for h in microsoft)
+    assert set(world.providers["microsoft"].hosts) == microsoft
+    expected = {gen.kinds[a]: gen.expected[a] for a in gen.addresses}
+    assert expected["disposable_mx"] == (Status.DISPOSABLE, Reason.DISPOSABLE_DOMAIN)
+    harvest = [gen.expected[a] for a in gen.addresses if gen.kinds[a] == "harvest"]
+    dead = sum(v == (Status.INVALID, Reason.MAILBOX_NOT_FOUND) for v in harvest)
+    assert dead > len(harvest) / 2  # domains of many dead mailboxes
+
+
 def test_every_behaviour_can_be_generated() -> None:
     gen = generate_world(
         9, domains=len(BEHAVIOURS) * 2, addresses=400, mix=dict.fromkeys(BEHAVIOURS, 1)

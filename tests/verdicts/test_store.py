@@ -469,3 +469,11 @@ def test_a_runs_writes_go_on_a_thread_and_their_errors_come_back(
     broken.save(mixed(3, prefix="last"), backend="local")
     broken.close()
     assert "keeping the last verdicts" in caplog.text
+
+
+def test_disposable_host_sightings_are_kept_once(store: VerdictStore) -> None:
+    assert store.disposable_host_sightings() == []
+    pairs = [("mx.trash.example", "a.example"), ("mx.trash.example", "b.example")]
+    assert store.keep_disposable_host_sightings(pairs + pairs[:1], seen_at=1.0) == 2
+    store.keep_disposable_host_sightings(pairs[1:], seen_at=2.0)
+    assert sorted(store.disposable_host_sightings()) == pairs

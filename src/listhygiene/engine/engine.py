@@ -115,7 +115,7 @@ class Engine:
         #: (this engine's, and any a caller adds from a verdict store): a new throwaway domain
         #: on one of them is disposable too (PRODUCT.md, row 3).
         self.disposable_hosts: set[str] = set()
-        #: host -> the listed disposable domains seen on it, until there are enough to learn it
+        #: host -> the listed disposable domains seen on it (learnt once there are enough)
         self._disposable_seen: dict[str, set[str]] = {}
         self._resolver: Resolver | None = None
         self._context: ProbeContext | None = None
@@ -155,17 +155,25 @@ class Engine:
         ``DISPOSABLE_HOST_DOMAINS`` listed domains: one throwaway domain on a shared web host's
         MX proves nothing of the host's other domains, several do. A shared provider's host
         (Google, Cloudflare's routing, ...: ``lists.never_learned``) is never learnt."""
-        if not self.lists.is_disposable(domain):
-            return
-        for exchanger in route.exchangers:
-            name = exchanger.name.lower().rstrip(".")
-            if not name or name in self.disposable_hosts or never_learned(name):
+        if self.lists.is_disposable(domain):
+            self.add_disposable_host_sightings((mx.name, domain) for mx in route.exchangers)
+
+    def add_disposable_host_sightings(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """(mail host, listed disposable domain) pairs seen: by this engine, or by earlier
+        runs (a verdict store keeps them)."""
+        for host, domain in pairs:
+            name = host.lower().rstrip(".")
+            if not name or never_learned(name):
                 continue
             seen = self._disposable_seen.setdefault(name, set())
-            seen.add(domain)
+            seen.add(domain.lower())
             if len(seen) >= DISPOSABLE_HOST_DOMAINS:
                 self.disposable_hosts.add(name)
-                del self._disposable_seen[name]
+
+    @property
+    def disposable_host_sightings(self) -> set[tuple[str, str]]:
+        """Every (mail host, listed disposable domain) pair this engine knows of."""
+        return {(host, d) for host, domains in self._disposable_seen.items() for d in domains}
 
     def is_disposable(self, domain: str, route: MailRoute | None) -> bool:
         """``domain`` is listed, or its mail hosts are all a disposable service's."""

@@ -62,9 +62,9 @@ _UNDETERMINED_REASON = {
     Meaning.GREYLISTED: Reason.GREYLISTED,
     Meaning.RATE_LIMITED: Reason.RATE_LIMITED,
     Meaning.TOO_MANY: Reason.RATE_LIMITED,
+    Meaning.TOO_MANY_ERRORS: Reason.RATE_LIMITED,
 }
 _TEMPORARY = {Meaning.GREYLISTED, Meaning.RATE_LIMITED, Meaning.TOO_MANY}
-_UNDETERMINED_REASON[Meaning.TOO_MANY_ERRORS] = Reason.RATE_LIMITED
 #: A reply this much later than the host's round trip (and than its round trip again) was held
 #: on purpose: an error sleep or a tarpit (docs/engine.md, "Hosts that defend themselves").
 _SLOW_REPLY = 0.2
@@ -882,7 +882,6 @@ class DomainProber:
         if client.supports("PIPELINING"):
             return await client.pipeline(commands, patience=patience)
         replies: list[Reply] = []
-        gaps: list[float] = []
         for command in commands:
             if command.startswith("RCPT") and errors >= limits.error_budget:
                 break
@@ -892,11 +891,8 @@ class DomainProber:
                 reply = await client.command(command, patience=wait)
             except SmtpError as exc:
                 exc.partial = replies
-                client.gaps = gaps
                 raise
             replies.append(reply)  # its pace was read as it came (``_pace_watch``)
-            gaps.extend(client.gaps)
-            client.gaps = gaps
             if not reply.is_positive:
                 errors += 1
             if command.startswith("MAIL") and not reply.is_positive:

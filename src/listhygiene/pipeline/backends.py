@@ -16,7 +16,15 @@ import logging
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -143,6 +151,18 @@ class Backend(ABC):
         summary writes as zeros."""
         return None
 
+    @property
+    def disposable_host_sightings(self) -> Collection[tuple[str, str]]:
+        """(mail host, listed disposable domain) pairs the backend saw, for the verdict store
+        to keep (docs/engine.md, "Lists"); a remote service keeps its own."""
+        return ()
+
+    def add_disposable_host_sightings(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Pairs earlier runs saw, from the verdict store: a new throwaway domain on a host
+        they showed to be a disposable service's is disposable from the start. A remote
+        backend has nothing to learn them: the service decides."""
+        return
+
 
 def results_table(pairs: Iterable[tuple[str, VerificationResult]]) -> "pa.Table":
     """(submitted address, result) pairs as a result table."""
@@ -214,6 +234,13 @@ class LocalBackend(Backend):
     @property
     def politeness(self) -> Mapping[str, int] | None:
         return self.engine.politeness
+
+    @property
+    def disposable_host_sightings(self) -> Collection[tuple[str, str]]:
+        return self.engine.disposable_host_sightings
+
+    def add_disposable_host_sightings(self, pairs: Iterable[tuple[str, str]]) -> None:
+        self.engine.add_disposable_host_sightings(pairs)
 
     #: Settings that change a verdict (not the pace): a run resumes only when they are equal.
     _VERDICT_SETTINGS = (

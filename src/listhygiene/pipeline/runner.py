@@ -321,6 +321,21 @@ class Run:
         self, backend: Backend, work: WorkDir, tables: WorkTables, distinct: int
     ) -> None:
         work.set_stage("verifying")
+        known: set[tuple[str, str]] = set()
+        if self.memory is not None:
+            # the disposable services' mail hosts earlier runs saw (docs/engine.md, "Lists")
+            known = set(await asyncio.to_thread(self.memory.store.disposable_host_sightings))
+            backend.add_disposable_host_sightings(known)
+        try:
+            await self._verify_jobs(backend, work, tables, distinct)
+        finally:
+            seen = set(backend.disposable_host_sightings) - known
+            if self.memory is not None and seen:
+                await asyncio.to_thread(self.memory.store.keep_disposable_host_sightings, seen)
+
+    async def _verify_jobs(
+        self, backend: Backend, work: WorkDir, tables: WorkTables, distinct: int
+    ) -> None:
         for job in work.open_jobs():
             if backend.resumable and job.backend == backend.name:
                 log.info(

@@ -7,6 +7,9 @@ store, with a version table of their own so that one database may hold both).
 - ``verdict_domains``: a domain's mail hosts and reputation as last seen (per domain, not per
   address: a million addresses share a few thousand domains), by id.
 - ``verdict_settings``: the store's own settings (the hashing key's fingerprint).
+- ``verdict_disposable_hosts``: the mail hosts seen receiving for listed disposable domains, each
+  with the domain (public list entries, not addresses): a host seen with two of them is a
+  disposable service's, and a new throwaway domain on it is disposable (docs/engine.md, "Lists").
 """
 
 from pathlib import Path
@@ -16,7 +19,15 @@ from sqlalchemy import Engine
 
 from listhygiene.db import migrate
 
-__all__ = ["VERSION_TABLE", "domains", "metadata", "settings", "upgrade", "verdicts"]
+__all__ = [
+    "VERSION_TABLE",
+    "disposable_hosts",
+    "domains",
+    "metadata",
+    "settings",
+    "upgrade",
+    "verdicts",
+]
 
 VERSION_TABLE = "listhygiene_verdicts_version"
 _MIGRATIONS = Path(__file__).with_name("migrations")
@@ -64,6 +75,14 @@ settings = sa.Table(
     metadata,
     sa.Column("name", sa.String(64), primary_key=True),
     sa.Column("value", sa.Text(), nullable=False),
+)
+
+disposable_hosts = sa.Table(
+    "verdict_disposable_hosts",
+    metadata,
+    sa.Column("host", sa.String(255), primary_key=True),
+    sa.Column("domain", sa.String(255), primary_key=True),
+    sa.Column("seen_at", sa.Float(), nullable=False),
 )
 
 

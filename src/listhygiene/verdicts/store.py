@@ -37,7 +37,7 @@ from sqlalchemy.engine import make_url
 from listhygiene.db.engine import make_engine, transaction
 from listhygiene.statuses import Status
 from listhygiene.verdicts.codes import FLAGS, STATUSES, decode, encode
-from listhygiene.verdicts.schema import domains, settings, upgrade, verdicts
+from listhygiene.verdicts.schema import disposable_hosts, domains, settings, upgrade, verdicts
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -402,6 +402,43 @@ class VerdictStore:
                 where=new.checked_at >= domains.c.checked_at,
             )
         return self._domains_upsert
+
+    # -- disposable services' mail hosts --------------------------------------------------------
+
+    def disposable_host_sightings(self) -> list[tuple[str, str]]:
+        """Every (mail host, listed disposable domain) pair seen by earlier runs."""
+        query = sa.select(disposable_hosts.c.host, disposable_hosts.c.domain)
+        with self._errors(), self.engine.connect() as conn:
+            return [(host, domain) for host, domain in conn.execute(query)]
+
+    def keep_disposable_host_sightings(
+        self, pairs: Iterable[tuple[str, str]], *, seen_at: float | None = None
+    ) -> int:
+        """Keep (mail host, listed disposable domain) pairs a run saw; how many were given."""
+        moment = time.time() if seen_at is None else seen_at
+        rows = [
+            {"host": host, "domain": domain, "seen_at": moment}
+            for host, domain in sorted(set(pairs))
+        ]
+        if not rows:
+            return 0
+        statement: PostgresInsert | SqliteInsert
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as postgres_insert
+
+            statement = postgres_insert(disposable_hosts)
+        else:
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            statement = sqlite_insert(disposable_hosts)
+        upsert = statement.on_conflict_do_update(
+            index_elements=[disposable_hosts.c.host, disposable_hosts.c.domain],
+            set_={"seen_at": statement.excluded.seen_at},
+        )
+        with self._errors(), transaction(self.engine, write=True) as conn:
+            for chunk in _chunks(rows, BATCH):
+                conn.execute(upsert, list(chunk))
+        return len(rows)
 
     # -- managing --------------------------------------------------------------------------------
 
