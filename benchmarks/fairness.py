@@ -1,17 +1,18 @@
 """Fairness benchmark: one key's single verifications, idle and while another key's big job runs.
 
-    .venv/bin/python benchmarks/fairness.py [--smtp] [--mix default|hostile] [--job-size 10000]
-        [--job-domains 2000] [--latency-ms 20] [--dns-latency-ms 0] [--idle-requests 300]
-        [--rounds 1] [--seed 1] [--db URL] [--one-sandbox] [--dns-sandbox] [--lock-trace]
-        [--world-cpus 1] [--json]
+    .venv/bin/python benchmarks/fairness.py [--smtp] [--mix default|hostile|undefended]
+        [--job-size 10000] [--job-domains 2000] [--latency-ms 20] [--dns-latency-ms 0]
+        [--idle-requests 300] [--rounds 1] [--seed 1] [--db URL] [--one-sandbox] [--dns-sandbox]
+        [--lock-trace] [--world-cpus 1] [--json]
 
 Issue 15, item 6: while key A's 10,000-address job runs, key B's single verifications that need
 DNS must stay within 2x of their idle p99 (docs/service.md, "Fairness").
 
 Set-up (not timed): a world generated from ``--seed`` (``generate_world(seed, domains=
 --job-domains, addresses=--job-size, latency_ms=--latency-ms)``: the job's addresses; the default
-mix has greylisting and recipient-capped hosts, ``--mix hostile`` adds silent MX pairs, backup
-MXes behind a silent primary and greylisting catch-all domains, as ``benchmarks/engine.py``),
+mix has greylisting and recipient-capped hosts, ``--mix undefended`` adds silent MX pairs, backup
+MXes behind a silent primary and greylisting catch-all domains (what ``--mix hostile`` was before
+issue 25), ``--mix hostile`` hosts that defend themselves too, as ``benchmarks/engine.py``),
 plus 5,000 domains of B's own (``b<i>.fairness.test``, one mailbox each, MX on 20 hosts of B's
 with the same latency), every domain answering DNS after ``--dns-latency-ms``
 (``dns_latency_ms``, docs/sandbox.md). Two sandbox processes (the engine benchmark's
@@ -73,7 +74,12 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine import SandboxProcess
 from listhygiene.db.engine import LOCK_TRACE_VARIABLE
-from listhygiene.sandbox.generate import DEFAULT_MIX, HOSTILE_MIX, generate_world
+from listhygiene.sandbox.generate import (
+    DEFAULT_MIX,
+    HOSTILE_MIX,
+    UNDEFENDED_HOSTILE_MIX,
+    generate_world,
+)
 from listhygiene.sandbox.world import World
 from listhygiene.service.store import Store
 from service import KEY_HEADER, ServerProcess, database, percentile
@@ -114,7 +120,11 @@ def build_world(
         # fifth to spare, each job is cut to job_size
         addresses=args.job_size if args.rounds == 1 else args.job_size * args.rounds * 6 // 5,
         latency_ms=args.latency_ms,
-        mix=HOSTILE_MIX if args.mix == "hostile" else DEFAULT_MIX,
+        mix={
+            "hostile": HOSTILE_MIX,
+            "undefended": UNDEFENDED_HOSTILE_MIX,
+            "default": DEFAULT_MIX,
+        }[args.mix],
     )
     domains = sorted({a.rpartition("@")[2].lower() for a in generated.addresses})
     round_of = {domain: i % args.rounds for i, domain in enumerate(domains)}
@@ -471,9 +481,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smtp", action="store_true", help="probe SMTP (job and singles)")
     parser.add_argument(
         "--mix",
-        choices=("default", "hostile"),
+        choices=("default", "hostile", "undefended"),
         default="default",
-        help="the job's world: the default mix (greylisting hosts) or with silent hosts too",
+        help="the job's world: the default mix (greylisting hosts), with silent hosts too "
+        "(undefended), or with hosts that defend themselves too (hostile)",
     )
     parser.add_argument("--job-size", type=int, default=10_000)
     parser.add_argument("--job-domains", type=int, default=2_000)
