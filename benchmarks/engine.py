@@ -364,8 +364,10 @@ def waits_bound(
         sessions = sum(
             1 for d in addresses if world.mail_hosts_of(d) and world.mail_hosts_of(d)[0] in members
         )
-        if sessions > settings.provider_concurrency:
-            floor = (sessions - settings.provider_concurrency) / settings.provider_rate
+        # (the settings of an engine before issue 25 have none: its defaults then)
+        concurrency = getattr(settings, "provider_concurrency", 5)
+        if sessions > concurrency:
+            floor = (sessions - concurrency) / getattr(settings, "provider_rate", 2.0)
             provider_floor = max(provider_floor, floor)
     terms = {
         "round trips": bound.seconds,
@@ -656,7 +658,8 @@ def main(argv: list[str] | None = None) -> int:
         "waits_bound_binding": waits.binding,
         "waits_bound_terms": {k: round(v, 3) for k, v in waits.terms.items()},
         "ratio_to_waits_bound": round(wall / waits.seconds, 2) if waits.seconds else None,
-        "politeness": engine.politeness,
+        "politeness": getattr(engine, "politeness", None)
+        or {"sessions": 0, "max_sessions_one_host": 0, "limits_met": 0, "bans": 0},
         "hosts_said": {
             "limits_met": int(defences.get("limits_met", 0)),
             "bans": int(defences.get("bans", 0)),

@@ -38,6 +38,10 @@ WORLD = {
         "widetarpit.test": domain("mx.widetarpit.test"),
         # a tarpit longer than the engine's step time-out
         "deeptarpit.test": domain("mx.deeptarpit.test"),
+        # postscreen: a greeting test, then the deep tests; strict pipelining; TLS required
+        "screened.test": domain("mx.screened.test"),
+        "nopipe.test": domain("mx.nopipe.test"),
+        "tlsonly.test": domain("mx.tlsonly.test"),
         # one connection at a time per client (anvil), three domains on it
         **{f"anvil{i}.test": domain("mx.anvil.test") for i in range(3)},
         # a big provider's MX hosts, one rate limit for both
@@ -65,6 +69,9 @@ WORLD = {
         "mx.deeptarpit.test": {"rejected_rcpt_delay_ms": 1300},
         "mx.widetarpit.test": {"rejected_rcpt_delay_ms": 200},
         "mx.anvil.test": {"max_connections_per_client": 1, "latency_ms": 100},
+        "mx.screened.test": {"postscreen": {"greet_wait_ms": 300, "deep_tests": True}},
+        "mx.nopipe.test": {"pipelining": False, "strict_pipelining": True},
+        "mx.tlsonly.test": {"starttls": True, "require_tls": True},
         "alt1.aspmx.l.google.com": {"latency_ms": 50},
         "alt2.aspmx.l.google.com": {"latency_ms": 50},
         "mx1.yahoodns.net": {"latency_ms": 50},
@@ -217,6 +224,27 @@ async def test_a_tarpits_waits_are_shared_by_two_sessions(sandbox: Sandbox) -> N
     engine = Engine(settings(sandbox))
     assert_all_right(await run(engine, addresses_of("widetarpit.test", dead_first=True)))
     assert stats.max_active == engine.settings.host_concurrency == 2
+
+
+# -- what already worked stays working -------------------------------------------------------------
+
+
+async def test_postscreen_strict_pipelining_and_required_tls(sandbox: Sandbox) -> None:
+    """The engine waits for the last line of postscreen's greeting (talking early is a
+    pregreet: 521 and dropped), takes the deep tests' 450 4.3.2 as come-back, never pipelines
+    to a host that does not advertise it, and takes STARTTLS when offered: every verdict right,
+    nothing said."""
+    hosts = ["mx.screened.test", "mx.nopipe.test", "mx.tlsonly.test"]
+    for host in hosts:
+        sandbox.stats(host).reset()
+    engine = Engine(settings(sandbox))
+    addresses = [
+        a for name in ("screened", "nopipe", "tlsonly") for a in addresses_of(f"{name}.test")
+    ]
+    assert_all_right(await run(engine, addresses))
+    assert [said(sandbox, host) for host in hosts] == [[], [], []]
+    assert sandbox.stats("mx.nopipe.test").max_commands_per_read == 1
+    assert sandbox.stats("mx.screened.test").connections >= 2  # the deep tests' come-back
 
 
 # -- connection limits and provider bans ---------------------------------------------------------
