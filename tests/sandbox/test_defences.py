@@ -6,8 +6,6 @@ and the hosts remember it (anvil's counts, postscreen's cache, a provider's ban)
 import asyncio
 import json
 import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ import pytest
 
 from listhygiene.sandbox import Sandbox
 from listhygiene.sandbox.world import World, WorldError
+from tests.sandbox.test_cli import cli
 
 SENDER = "probe@verifier.test"
 CLIENT = "127.0.0.1"
@@ -618,17 +617,6 @@ def env(tmp_path: Path) -> Iterator[dict[str, str]]:
     environ = {**os.environ, "LISTHYGIENE_SANDBOX_DIR": str(tmp_path / "state")}
     yield environ
     cli(environ, "sandbox", "down")
-
-
-def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "listhygiene.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 async def test_the_daemon_writes_defences_json_while_running_and_when_stopped(
