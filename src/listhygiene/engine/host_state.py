@@ -1,0 +1,546 @@
+"""One politeness budget and one memory of mail hosts for every process sharing a store.
+
+Mail hosts judge a fleet of workers, not a worker (PRODUCT.md, "Fleet"): two processes that each
+keep two sessions to a host hold four. A :class:`HostState` is where every process given the
+same ``--shared-limits`` URL takes its session slots and keeps what it learnt of a host:
+
+- **Session slots.** A :class:`Budget` names a key (a mail host's address, a provider), the
+  sessions it may have open at once and the new sessions it may start a second. :meth:`acquire`
+  takes a slot of several budgets at once, all or none, in one round trip to the store; the slot
+  is a *lease* that expires ``lease_seconds`` (30 s) after it was last renewed, so a process that
+  dies gives its slots back by itself. Leases held for long (a tarpit) are renewed in the
+  background every third of that.
+- **Facts.** :meth:`learn` keeps a JSON value under a key and a name for a time (a ban and its
+  end, a recipient or error limit, a greylisting delay, a domain's catch-all answer), and
+  :meth:`facts` reads a key's that have not expired.
+
+Three implementations: :class:`LocalHostState` (in the process, today's behaviour, the default),
+:class:`RedisHostState` (``redis://``: a Lua script a call, the server's clock) and
+:class:`PostgresHostState` (``postgresql://``: a PL/pgSQL function a call, advisory locks per
+key, the server's clock). :func:`open_host_state` picks one from a URL.
+"""
+
+import asyncio
+import contextlib
+import json
+import secrets
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from listhygiene.errors import ConfigurationError, StorageError
+
+__all__ = [
+    "Budget",
+    "HostState",
+    "HostStateError",
+    "Lease",
+    "LocalHostState",
+    "PostgresHostState",
+    "RedisHostState",
+    "open_host_state",
+]
+
+#: Seconds a lease lives unless renewed: a process that dies gives its slots back within this.
+LEASE_SECONDS = 30.0
+#: How long a refused acquirer waits before asking again when sessions, not a rate, are full.
+_POLL_SECONDS = 0.05
+_PREFIX = "lh:"
+
+
+class HostStateError(StorageError):
+    """The shared host state could not be used (the store is unreachable or refused a call)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What one key may take: ``concurrency`` sessions at once, ``per_second`` new ones a
+    second (counted over a window of one second, or of one start for slower rates)."""
+
+    key: str
+    concurrency: int
+    per_second: float
+
+    @property
+    def window(self) -> float:
+        return max(1.0, 1.0 / self.per_second)
+
+    @property
+    def per_window(self) -> int:
+        return max(1, round(self.per_second * self.window))
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A session slot of some budgets, until released or expired."""
+
+    id: str
+    keys: tuple[str, ...]
+
+
+@dataclass
+class _Held:
+    leases: dict[str, Lease] = field(default_factory=dict)
+    renewer: asyncio.Task[None] | None = None
+
+
+class HostState(ABC):
+    """Session slots and facts shared by every process given the same store."""
+
+    lease_seconds: float = LEASE_SECONDS
+
+    def __init__(self) -> None:
+        self._held = _Held()
+
+    # -- session slots ---------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def slot(self, budgets: Sequence[Budget]) -> AsyncIterator[Lease]:
+        """Hold a slot of every budget while the block runs (waiting for one as long as it
+        takes); the lease is renewed while held and released after."""
+        lease = await self.acquire(budgets)
+        try:
+            yield lease
+        finally:
+            await self.release(lease)
+
+    async def acquire(self, budgets: Sequence[Budget]) -> Lease:
+        """A slot of every budget, all at once: waits while any is full."""
+        ordered = sorted(budgets, key=lambda b: b.key)  # one order for all: no deadlock
+        lease = Lease(secrets.token_hex(8), tuple(b.key for b in ordered))
+        while True:
+            wait = await self._try(ordered, lease)
+            if wait <= 0:
+                break
+            await asyncio.sleep(min(wait, 1.0))
+        self._hold(lease)
+        return lease
+
+    async def release(self, lease: Lease) -> None:
+        self._held.leases.pop(lease.id, None)
+        await self._release(lease)
+
+    def _hold(self, lease: Lease) -> None:
+        held = self._held
+        held.leases[lease.id] = lease
+        if held.renewer is None or held.renewer.done():
+            held.renewer = asyncio.get_running_loop().create_task(self._renew_while_held())
+
+    async def _renew_while_held(self) -> None:
+        while self._held.leases:
+            await asyncio.sleep(self.lease_seconds / 3)
+            leases = list(self._held.leases.values())
+            if leases:
+                with contextlib.suppress(HostStateError):  # an expired slot is given back
+                    await self._renew(leases)
+
+    # -- facts -----------------------------------------------------------------------------------
+
+    @abstractmethod
+    async def learn(self, key: str, name: str, value: Any, ttl: float) -> None:
+        """Keep ``value`` (JSON) as ``name`` of ``key`` for ``ttl`` seconds."""
+
+    @abstractmethod
+    async def facts(self, key: str) -> dict[str, Any]:
+        """The facts of ``key`` that have not expired, by name."""
+
+    # -- what each store does --------------------------------------------------------------------
+
+    @abstractmethod
+    async def _try(self, budgets: Sequence[Budget], lease: Lease) -> float:
+        """Take the slots if all are free (0), else the seconds to wait before asking again."""
+
+    @abstractmethod
+    async def _release(self, lease: Lease) -> None: ...
+
+    @abstractmethod
+    async def _renew(self, leases: Sequence[Lease]) -> None: ...
+
+    async def close(self) -> None:
+        renewer = self._held.renewer
+        if renewer is not None:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+
+
+def _wait(counts: Sequence[tuple[Budget, int, int, float | None]], now: float) -> float:
+    """Seconds until a refused slot could be granted: a poll while sessions are full, the
+    oldest start's leaving the window while the rate is spent; 0 when all are free."""
+    wait = 0.0
+    for budget, active, started, oldest in counts:
+        if active >= budget.concurrency:
+            wait = max(wait, _POLL_SECONDS)
+        if started >= budget.per_window and oldest is not None:
+            wait = max(wait, oldest + budget.window - now, 0.001)
+    return wait
+
+
+class LocalHostState(HostState):
+    """This process's own slots and facts (the default: no store)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._leases: dict[str, dict[str, float]] = {}  # key -> lease id -> expiry
+        self._starts: dict[str, dict[str, float]] = {}  # key -> lease id -> start
+        self._facts: dict[str, dict[str, tuple[Any, float]]] = {}
+
+    async def _try(self, budgets: Sequence[Budget], lease: Lease) -> float:
+        now = time.monotonic()
+        counts = []
+        for budget in budgets:
+            leases = self._leases.setdefault(budget.key, {})
+            for gone in [i for i, until in leases.items() if until <= now]:
+                del leases[gone]
+            starts = self._starts.setdefault(budget.key, {})
+            for old in [i for i, at in starts.items() if at <= now - budget.window]:
+                del starts[old]
+            counts.append((budget, len(leases), len(starts), min(starts.values(), default=None)))
+        wait = _wait(counts, now)
+        if wait:
+            return wait
+        for budget in budgets:
+            self._leases[budget.key][lease.id] = now + self.lease_seconds
+            self._starts[budget.key][lease.id] = now
+        return 0.0
+
+    async def _release(self, lease: Lease) -> None:
+        for key in lease.keys:
+            self._leases.get(key, {}).pop(lease.id, None)
+
+    async def _renew(self, leases: Sequence[Lease]) -> None:
+        until = time.monotonic() + self.lease_seconds
+        for lease in leases:
+            for key in lease.keys:
+                if lease.id in self._leases.get(key, {}):
+                    self._leases[key][lease.id] = until
+
+    async def learn(self, key: str, name: str, value: Any, ttl: float) -> None:
+        self._facts.setdefault(key, {})[name] = (value, time.monotonic() + ttl)
+
+    async def facts(self, key: str) -> dict[str, Any]:
+        now = time.monotonic()
+        return {n: v for n, (v, until) in self._facts.get(key, {}).items() if until > now}
+
+
+# -- Redis ---------------------------------------------------------------------------------------
+
+_REDIS_TRY = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local id, ttl = ARGV[1], tonumber(ARGV[2])
+local n = #KEYS / 2
+local wait = 0
+for i = 1, n do
+  local leases, starts = KEYS[2 * i - 1], KEYS[2 * i]
+  local cap = tonumber(ARGV[3 * i])
+  local window, per = tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
+  redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', starts, '-inf', now - window)
+  if redis.call('ZCARD', leases) >= cap then wait = math.max(wait, tonumber(ARGV[#ARGV])) end
+  if redis.call('ZCARD', starts) >= per then
+    local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
+    wait = math.max(wait, tonumber(oldest[2]) + window - now, 0.001)
+  end
+end
+if wait > 0 then return tostring(wait) end
+for i = 1, n do
+  local leases, starts, window = KEYS[2 * i - 1], KEYS[2 * i], tonumber(ARGV[3 * i + 1])
+  redis.call('ZADD', leases, now + ttl, id)
+  redis.call('ZADD', starts, now, id)
+  redis.call('EXPIRE', leases, math.ceil(ttl) + 1)
+  redis.call('EXPIRE', starts, math.ceil(window) + 1)
+end
+return '0'
+"""
+
+_REDIS_RENEW = """
+local t = redis.call('TIME')
+local until_ = tonumber(t[1]) + tonumber(t[2]) / 1000000 + tonumber(ARGV[1])
+for i = 1, #KEYS do
+  local id = ARGV[i + 1]
+  if redis.call('ZSCORE', KEYS[i], id) then
+    redis.call('ZADD', KEYS[i], 'XX', until_, id)
+    redis.call('EXPIRE', KEYS[i], math.ceil(tonumber(ARGV[1])) + 1)
+  end
+end
+return 0
+"""
+
+_REDIS_FACTS = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+if ARGV[1] == 'learn' then
+  redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+  redis.call('HSET', KEYS[1], ARGV[2] .. '|until', tostring(now + tonumber(ARGV[4])))
+  local left = redis.call('PTTL', KEYS[1])
+  local want = math.ceil(tonumber(ARGV[4]) * 1000)
+  if left < want then redis.call('PEXPIRE', KEYS[1], want) end
+  return {}
+end
+local all = redis.call('HGETALL', KEYS[1])
+local out = {}
+local until_ = {}
+for i = 1, #all, 2 do
+  local name = all[i]
+  if string.sub(name, -6) == '|until' then
+    until_[string.sub(name, 1, -7)] = tonumber(all[i + 1])
+  end
+end
+for i = 1, #all, 2 do
+  local name = all[i]
+  if string.sub(name, -6) ~= '|until' and (until_[name] or 0) > now then
+    table.insert(out, name)
+    table.insert(out, all[i + 1])
+  end
+end
+return out
+"""
+
+
+class RedisHostState(HostState):
+    """Slots and facts in Redis: one script call a request (its own clock for every process)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        import redis.asyncio as redis
+
+        self.url = url
+        self._client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        self._try_script = self._client.register_script(_REDIS_TRY)
+        self._renew_script = self._client.register_script(_REDIS_RENEW)
+        self._facts_script = self._client.register_script(_REDIS_FACTS)
+
+    @contextlib.asynccontextmanager
+    async def _errors(self) -> AsyncIterator[None]:
+        from redis.exceptions import RedisError
+
+        try:
+            yield
+        except (RedisError, OSError) as exc:
+            raise HostStateError(f"shared limits at {_shown(self.url)}: {exc}") from None
+
+    async def _try(self, budgets: Sequence[Budget], lease: Lease) -> float:
+        keys: list[str] = []
+        args: list[Any] = [lease.id, self.lease_seconds]
+        for budget in budgets:
+            keys += [f"{_PREFIX}{budget.key}:leases", f"{_PREFIX}{budget.key}:starts"]
+            args += [budget.concurrency, budget.window, budget.per_window]
+        args.append(_POLL_SECONDS)
+        async with self._errors():
+            reply = await self._try_script(keys=keys, args=args)
+        return float(reply)
+
+    async def _release(self, lease: Lease) -> None:
+        async with self._errors(), self._client.pipeline(transaction=False) as pipe:
+            for key in lease.keys:
+                pipe.zrem(f"{_PREFIX}{key}:leases", lease.id)
+            await pipe.execute()
+
+    async def _renew(self, leases: Sequence[Lease]) -> None:
+        keys: list[str] = []
+        ids: list[str] = []
+        for lease in leases:
+            for key in lease.keys:
+                keys.append(f"{_PREFIX}{key}:leases")
+                ids.append(lease.id)
+        async with self._errors():
+            await self._renew_script(keys=keys, args=[self.lease_seconds, *ids])
+
+    async def learn(self, key: str, name: str, value: Any, ttl: float) -> None:
+        async with self._errors():
+            await self._facts_script(
+                keys=[f"{_PREFIX}{key}:facts"], args=["learn", name, json.dumps(value), ttl]
+            )
+
+    async def facts(self, key: str) -> dict[str, Any]:
+        async with self._errors():
+            reply = await self._facts_script(keys=[f"{_PREFIX}{key}:facts"], args=["read"])
+        pairs = [item.decode() if isinstance(item, bytes) else item for item in reply]
+        return {pairs[i]: json.loads(pairs[i + 1]) for i in range(0, len(pairs), 2)}
+
+    async def close(self) -> None:
+        await super().close()
+        await self._client.aclose()
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------------
+
+_PG_SETUP = """
+CREATE TABLE IF NOT EXISTS listhygiene_host_leases (
+    key text NOT NULL, lease text NOT NULL, expires_at double precision NOT NULL,
+    PRIMARY KEY (key, lease));
+CREATE TABLE IF NOT EXISTS listhygiene_host_starts (
+    key text NOT NULL, lease text NOT NULL, started_at double precision NOT NULL,
+    PRIMARY KEY (key, lease));
+CREATE TABLE IF NOT EXISTS listhygiene_host_facts (
+    key text NOT NULL, name text NOT NULL, value jsonb NOT NULL,
+    expires_at double precision NOT NULL, PRIMARY KEY (key, name));
+CREATE OR REPLACE FUNCTION listhygiene_host_slot_v1(
+    keys text[], caps int[], windows float8[], pers int[], lease text, ttl float8, poll float8)
+RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE
+    now float8 := extract(epoch FROM clock_timestamp());
+    wait float8 := 0;
+    active int;
+    started int;
+    oldest float8;
+BEGIN
+    FOR i IN 1 .. array_length(keys, 1) LOOP
+        PERFORM pg_advisory_xact_lock(hashtextextended('listhygiene:' || keys[i], 0));
+    END LOOP;
+    FOR i IN 1 .. array_length(keys, 1) LOOP
+        DELETE FROM listhygiene_host_leases WHERE key = keys[i] AND expires_at <= now;
+        DELETE FROM listhygiene_host_starts WHERE key = keys[i] AND started_at <= now - windows[i];
+        SELECT count(*) INTO active FROM listhygiene_host_leases WHERE key = keys[i];
+        IF active >= caps[i] THEN wait := greatest(wait, poll); END IF;
+        SELECT count(*), min(started_at) INTO started, oldest
+            FROM listhygiene_host_starts WHERE key = keys[i];
+        IF started >= pers[i] THEN wait := greatest(wait, oldest + windows[i] - now, 0.001); END IF;
+    END LOOP;
+    IF wait > 0 THEN RETURN wait; END IF;
+    FOR i IN 1 .. array_length(keys, 1) LOOP
+        INSERT INTO listhygiene_host_leases VALUES (keys[i], lease, now + ttl);
+        INSERT INTO listhygiene_host_starts VALUES (keys[i], lease, now);
+    END LOOP;
+    RETURN 0;
+END $$;
+"""
+#: Serialises the set-up of several processes starting at once (CREATE OR REPLACE FUNCTION is
+#: not safe to run concurrently).
+_PG_SETUP_LOCK = 0x6C68_686F_7374_7374  # "lhhostst"
+
+
+class PostgresHostState(HostState):
+    """Slots and facts in PostgreSQL: one function call a request, on one connection of this
+    process (autocommit), per-key advisory locks, the server's clock."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+        self._conn: Any = None
+        self._lock = asyncio.Lock()
+
+    async def _connection(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            import psycopg
+
+            conninfo = _psycopg_conninfo(self.url)
+            self._conn = await psycopg.AsyncConnection.connect(
+                conninfo, autocommit=True, connect_timeout=5, prepare_threshold=0
+            )
+            await self._conn.execute("SELECT pg_advisory_lock(%s)", (_PG_SETUP_LOCK,))
+            try:
+                await self._conn.execute(_PG_SETUP, prepare=False)  # several statements
+            finally:
+                await self._conn.execute("SELECT pg_advisory_unlock(%s)", (_PG_SETUP_LOCK,))
+        return self._conn
+
+    async def _call(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        import psycopg
+
+        async with self._lock:  # one connection: one statement at a time
+            try:
+                conn = await self._connection()
+                cursor = await conn.execute(query, params)
+                return list(await cursor.fetchall()) if cursor.description else []
+            except (psycopg.Error, OSError) as exc:
+                if self._conn is not None:
+                    await self._conn.close()
+                self._conn = None
+                raise HostStateError(f"shared limits at {_shown(self.url)}: {exc}") from None
+
+    async def _try(self, budgets: Sequence[Budget], lease: Lease) -> float:
+        rows = await self._call(
+            "SELECT listhygiene_host_slot_v1(%s, %s, %s, %s, %s, %s, %s)",
+            (
+                [b.key for b in budgets],
+                [b.concurrency for b in budgets],
+                [b.window for b in budgets],
+                [b.per_window for b in budgets],
+                lease.id,
+                self.lease_seconds,
+                _POLL_SECONDS,
+            ),
+        )
+        return float(rows[0][0])
+
+    async def _release(self, lease: Lease) -> None:
+        await self._call(
+            "DELETE FROM listhygiene_host_leases WHERE lease = %s AND key = ANY(%s)",
+            (lease.id, list(lease.keys)),
+        )
+
+    async def _renew(self, leases: Sequence[Lease]) -> None:
+        await self._call(
+            "UPDATE listhygiene_host_leases SET expires_at = "
+            "extract(epoch FROM clock_timestamp()) + %s WHERE lease = ANY(%s)",
+            (self.lease_seconds, [lease.id for lease in leases]),
+        )
+
+    async def learn(self, key: str, name: str, value: Any, ttl: float) -> None:
+        await self._call(
+            "INSERT INTO listhygiene_host_facts VALUES "
+            "(%s, %s, %s::jsonb, extract(epoch FROM clock_timestamp()) + %s) "
+            "ON CONFLICT (key, name) DO UPDATE SET value = EXCLUDED.value, "
+            "expires_at = EXCLUDED.expires_at",
+            (key, name, json.dumps(value), ttl),
+        )
+
+    async def facts(self, key: str) -> dict[str, Any]:
+        rows = await self._call(
+            "SELECT name, value FROM listhygiene_host_facts WHERE key = %s "
+            "AND expires_at > extract(epoch FROM clock_timestamp())",
+            (key,),
+        )
+        return dict(rows)
+
+    async def close(self) -> None:
+        await super().close()
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+
+def _psycopg_conninfo(url: str) -> str:
+    """A libpq connection string from a SQLAlchemy-style URL (``postgresql+psycopg://``)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url).set(drivername="postgresql")
+    return parsed.render_as_string(hide_password=False)
+
+
+def _shown(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True) if "://" in url else url
+
+
+def open_host_state(url: str | None) -> HostState:
+    """The host state of ``--shared-limits``: ``redis://``, ``postgresql://``, or ``none`` /
+    empty for this process alone."""
+    if not url or url.strip().lower() == "none":
+        return LocalHostState()
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme in ("redis", "rediss", "unix"):
+        return RedisHostState(url)
+    if scheme.split("+", 1)[0] in ("postgresql", "postgres"):
+        return PostgresHostState(url)
+    raise ConfigurationError(
+        f"--shared-limits {url!r}: expected redis://host:port/db, postgresql://... or none"
+    )
+
+
+def budgets_for(
+    address: str, provider: str | None, limits: Mapping[str, tuple[int, float]]
+) -> list[Budget]:
+    """The budgets one session takes: its host address's, and its provider's when it has one
+    (``limits``: ``"host"`` and provider names -> (sessions at once, new sessions a second))."""
+    concurrency, rate = limits["host"]
+    out = [Budget(f"host:{address}", concurrency, rate)]
+    if provider is not None:
+        concurrency, rate = limits.get(provider, limits["provider"])
+        out.append(Budget(f"provider:{provider}", concurrency, rate))
+    return out
