@@ -16,8 +16,11 @@ $(UV):
 	$(PYTHON) -m venv .uv
 	.uv/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
+# --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (this machine, CI, many containers)
+# nothing would ever be cached, and every process would compile what it imports
+# (great-expectations alone: 8 s instead of 4 s).
 $(STAMP): pyproject.toml uv.lock | $(UV)
-	$(UV) sync --frozen --all-extras --python $(PYTHON)
+	$(UV) sync --frozen --all-extras --compile-bytecode --python $(PYTHON)
 	touch $@
 
 install: $(STAMP)

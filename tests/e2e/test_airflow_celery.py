@@ -18,7 +18,10 @@ from tests.e2e.processes import Processes, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-SAMPLE_ROWS = 1000  # sample_data/crm_export.csv
+#: Two domains of the sample world whose mail hosts keep a chunk busy for seconds (a silent host:
+#: one SMTP time-out; a banner after 3 s), one per chunk of the mapped run.
+SLOW = ("nobody@fourth-coffee.test", "travel@margie-travel.test")
+SLOW_ROWS = 6
 WORKERS = ("worker-1", "worker-2")
 
 
@@ -72,11 +75,20 @@ def test_mapped_chunks_run_on_two_celery_workers(
     deployment: AirflowDeployment, tmp_path: Path
 ) -> None:
     """Two chunks, two workers of one task each: each worker verifies one chunk, and the merge
-    holds every input row once."""
+    holds every input row once.
+
+    Each chunk is held in flight for seconds by the sample world's slow hosts (a silent one, and
+    a 3 s banner), so the two are queued while both workers would still be busy: a worker runs
+    one task at a time and takes no second one meanwhile (prefetch 1, late acks), and a fast
+    first chunk cannot be done before the second is queued."""
     deployment.set_connection(
         "listhygiene_default", {"conn_type": "listhygiene", "extra": {"backend": "local"}}
     )
-    run_id = deployment.trigger("clean_mapped_chunks", {"out_root": str(tmp_path), "chunks": 2})
+    source = tmp_path / "slow-domains.csv"
+    source.write_text("email\n" + "".join(f"{SLOW[i % 2]}\n" for i in range(SLOW_ROWS)))
+    run_id = deployment.trigger(
+        "clean_mapped_chunks", {"out_root": str(tmp_path), "chunks": 2, "source": str(source)}
+    )
     deployment.wait_for_run("clean_mapped_chunks", run_id)
 
     tasks = deployment.tasks("clean_mapped_chunks", run_id)
@@ -95,4 +107,4 @@ def test_mapped_chunks_run_on_two_celery_workers(
     assert chunk_workers == set(WORKERS), ran_on
 
     (run,) = (tmp_path / "mapped").iterdir()
-    assert read_run_folder(run / "merged")["rows"]["total"] == SAMPLE_ROWS
+    assert read_run_folder(run / "merged")["rows"]["total"] == SLOW_ROWS
