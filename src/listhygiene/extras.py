@@ -20,6 +20,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "warehouses": ("duckdb_engine",),
     "airflow": ("airflow",),
     "dagster": ("dagster",),
+    "fleet": ("redis",),
 }
 
 

@@ -50,6 +50,12 @@ _ENGINE_OPTIONS = [
         "--socks-proxy", metavar="URL", help="socks5://host:port to reach port 25 through."
     ),
     click.option(
+        "--shared-limits",
+        metavar="URL",
+        help="redis://host:port/db or postgresql://... that the processes of a fleet share for "
+        "one politeness budget per mail host (docs/deploy.md). [env: LISTHYGIENE_SHARED_LIMITS]",
+    ),
+    click.option(
         "--lists-dir",
         metavar="DIR",
         help="Folder of your changes to the disposable, free and role lists "
@@ -81,6 +87,7 @@ _NAMES = (
     "smtp_timeout",
     "allow_private_mx",
     "socks_proxy",
+    "shared_limits",
     "lists_dir",
 )
 

@@ -87,15 +87,18 @@ def verify(
 
     async def run() -> int:
         done = 0
-        with click.progressbar(
-            length=total or 0, label="verifying", file=sys.stderr, hidden=not show_progress
-        ) as bar:
-            async for result in engine.verify_many(
-                _addresses(addresses, file), check_smtp=not no_smtp
-            ):
-                click.echo(line(result))
-                done += 1
-                bar.update(1)
+        try:
+            with click.progressbar(
+                length=total or 0, label="verifying", file=sys.stderr, hidden=not show_progress
+            ) as bar:
+                async for result in engine.verify_many(
+                    _addresses(addresses, file), check_smtp=not no_smtp
+                ):
+                    click.echo(line(result))
+                    done += 1
+                    bar.update(1)
+        finally:
+            await engine.aclose()
         return done
 
     try:

@@ -27,6 +27,7 @@ from typing import Any
 
 from listhygiene.engine.fairness import InteractiveActivity, Lane, Priority, lane_context
 from listhygiene.engine.health import RunHealth
+from listhygiene.engine.host_state import HostState, open_host_state
 from listhygiene.engine.lists import Lists, lists_for, never_learned
 from listhygiene.engine.pacing import Pacer
 from listhygiene.engine.probe import DomainProber, MailboxVerdict, ProbeContext
@@ -122,6 +123,8 @@ class Engine:
         self._reputation: Reputation | None = None
         self._interactive: InteractiveActivity | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: The fleet's shared host state (``shared_limits``), opened in the running loop.
+        self._host_state: HostState | None = None
 
     def _ensure_started(self) -> None:
         # Created lazily, inside the running event loop that will use them; a new loop (another
@@ -134,9 +137,20 @@ class Engine:
             self._resolver = Resolver(self.settings)
             self._interactive = InteractiveActivity()
             self._reputation = Reputation(self._resolver.dns_resolver, self.settings.dnsbl_zones)
+            # (a host state of an earlier loop is dropped with it: its connection was that loop's)
+            shared = self.settings.shared_limits
+            self._host_state = open_host_state(shared) if shared else None
             self._context = ProbeContext(
-                self.settings, Pacer(self.settings), on_reach=self.health.record
+                self.settings, Pacer(self.settings, self._host_state), on_reach=self.health.record
             )
+
+    async def aclose(self) -> None:
+        """Close what the engine holds open in the running loop (the shared host state's
+        connection); the engine can be used again afterwards."""
+        state, self._host_state = self._host_state, None
+        if state is not None:
+            await state.close()
+            self._resolver = None  # the next use opens everything again
 
     @property
     def statistics(self) -> dict[str, Any]:

@@ -106,7 +106,10 @@ async def explain(
     """Verify ``email`` with a fresh engine, recording every step."""
     engine = Engine(settings)
     trace = Trace()
-    with recording(trace):
-        result = await engine.verify(email, check_smtp=check_smtp)
+    try:
+        with recording(trace):
+            result = await engine.verify(email, check_smtp=check_smtp)
+    finally:
+        await engine.aclose()
     row, _, _ = decision_row(result.facts)
     return Explanation(result, trace, row, dict(engine.politeness))

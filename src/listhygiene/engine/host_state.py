@@ -41,6 +41,7 @@ __all__ = [
     "PostgresHostState",
     "RedisHostState",
     "open_host_state",
+    "store_kind",
 ]
 
 #: Seconds a lease lives unless renewed: a process that dies gives its slots back within this.
@@ -518,19 +519,31 @@ def _shown(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True) if "://" in url else url
 
 
-def open_host_state(url: str | None) -> HostState:
-    """The host state of ``--shared-limits``: ``redis://``, ``postgresql://``, or ``none`` /
-    empty for this process alone."""
+def store_kind(url: str | None) -> str:
+    """``"local"``, ``"redis"`` or ``"postgresql"``: the store a ``--shared-limits`` URL names."""
     if not url or url.strip().lower() == "none":
-        return LocalHostState()
+        return "local"
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme in ("redis", "rediss", "unix"):
-        return RedisHostState(url)
+        return "redis"
     if scheme.split("+", 1)[0] in ("postgresql", "postgres"):
-        return PostgresHostState(url)
+        return "postgresql"
     raise ConfigurationError(
         f"--shared-limits {url!r}: expected redis://host:port/db, postgresql://... or none"
     )
+
+
+def open_host_state(url: str | None) -> HostState:
+    """The host state of ``--shared-limits``: ``redis://``, ``postgresql://``, or ``none`` /
+    empty for this process alone. Nothing is connected before the first call."""
+    kind = store_kind(url)
+    if kind == "redis":
+        assert url is not None
+        return RedisHostState(url)
+    if kind == "postgresql":
+        assert url is not None
+        return PostgresHostState(url)
+    return LocalHostState()
 
 
 def budgets_for(

@@ -15,14 +15,24 @@ sessions to any of their MX hosts, and answer a client that goes too fast with a
 (Gmail's 421 4.7.28) for the whole provider. So the MX hosts of one provider share one more
 budget, ``provider_concurrency`` sessions at once and ``provider_rate`` new ones a second, taken
 after the host's slot (docs/engine.md, "Hosts that defend themselves").
+
+With ``shared_limits`` (a fleet of processes, docs/deploy.md) a session also takes a slot of the
+same budgets in the shared host state, after this process's own: the fleet then holds no more
+sessions to a host, or new sessions a second, than one process would. When the store is lost,
+this process says so once and goes on alone with the most careful budget: one session at a time
+to each host and provider, at half their rate.
 """
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
-from listhygiene.engine.fairness import FairSlots, current_lane
+from listhygiene.engine.fairness import FairSlots, Lane, current_lane
+from listhygiene.engine.host_state import HostState, HostStateError, Lease, budgets_for
 from listhygiene.engine.settings import EngineSettings
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Pacer"]
 
@@ -63,8 +73,11 @@ class _Budget:
 class Pacer:
     """Hands out SMTP session slots: per host first, then per provider, then for the run."""
 
-    def __init__(self, settings: EngineSettings) -> None:
+    def __init__(self, settings: EngineSettings, shared: HostState | None = None) -> None:
         self.settings = settings
+        #: The fleet's host state (``shared_limits``), None for this process alone.
+        self.shared = shared
+        self._alone = False  # the shared store was lost: the most careful local budget
         # a tenth of the run's sessions (at least one, when there are two) kept for interactive
         # work, which would otherwise wait for a bulk session to end
         reserve = max(1, settings.concurrency // 10) if settings.concurrency > 1 else 0
@@ -81,18 +94,55 @@ class Pacer:
     def _host(self, address: str) -> _Budget:
         host = self._hosts.get(address)
         if host is None:
-            settings = self.settings
-            host = self._hosts[address] = _Budget(settings.host_concurrency, settings.host_rate)
+            concurrency, rate = self._limits()["host"]
+            host = self._hosts[address] = _Budget(concurrency, rate)
         return host
 
     def _provider(self, name: str) -> _Budget:
         budget = self._providers.get(name)
         if budget is None:
-            settings = self.settings
-            budget = self._providers[name] = _Budget(
-                settings.provider_concurrency, settings.provider_rate
-            )
+            concurrency, rate = self._limits()["provider"]
+            budget = self._providers[name] = _Budget(concurrency, rate)
         return budget
+
+    def _limits(self) -> dict[str, tuple[int, float]]:
+        settings = self.settings
+        limits = {
+            "host": (settings.host_concurrency, settings.host_rate),
+            "provider": (settings.provider_concurrency, settings.provider_rate),
+        }
+        if self._alone:
+            limits = {k: (1, rate / 2) for k, (_, rate) in limits.items()}
+        return limits
+
+    async def _shared_slot(self, address: str, provider: str | None) -> Lease | None:
+        """A slot of the fleet's budgets; None when there is no fleet, or it was lost."""
+        if self.shared is None or self._alone:
+            return None
+        try:
+            return await self.shared.acquire(budgets_for(address, provider, self._limits()))
+        except HostStateError as exc:
+            self._go_alone(exc)
+            return None
+
+    async def _shared_release(self, lease: Lease) -> None:
+        if self.shared is not None and not self._alone:
+            with contextlib.suppress(HostStateError):  # the lease expires by itself
+                await self.shared.release(lease)
+
+    def _go_alone(self, exc: HostStateError) -> None:
+        """The shared store is lost: say so once, and hold the most careful budget alone."""
+        if self._alone:
+            return  # another session found it lost at the same time
+        self._alone = True
+        log.error(
+            "%s; going on without the fleet's budget: one session at a time to each mail host "
+            "and provider, at half their rate",
+            exc,
+        )
+        for budget in [*self._hosts.values(), *self._providers.values()]:
+            budget.slots.shrink(1)
+            budget.bucket.rate /= 2
 
     def fewer_sessions(
         self, address: str, provider: str | None = None, *, slower: bool = False
@@ -110,29 +160,53 @@ class Pacer:
     async def session(self, address: str, provider: str | None = None) -> AsyncIterator[None]:
         """A slot for one session to ``address``, and to ``provider``'s budget when the host
         belongs to a big provider (None: a host of its own)."""
-        host = self._host(address)
         lane = current_lane()
-        async with host.slots.hold(lane):
-            await host.bucket.take()
-            async with contextlib.AsyncExitStack() as stack:
-                shared: _Budget | None = None
-                if provider is not None:
-                    shared = self._provider(provider)
-                    await stack.enter_async_context(shared.slots.hold(lane))
-                    await shared.bucket.take()
-                await stack.enter_async_context(self._run.hold(lane))
-                self.active += 1
-                self.sessions += 1
-                self.max_active = max(self.max_active, self.active)
-                host.active += 1
-                self.max_one_host = max(self.max_one_host, host.active)
-                if shared is not None:
-                    shared.active += 1
-                    self.max_one_provider = max(self.max_one_provider, shared.active)
-                try:
-                    yield
-                finally:
-                    self.active -= 1
-                    host.active -= 1
-                    if shared is not None:
-                        shared.active -= 1
+        while True:
+            stack = contextlib.AsyncExitStack()
+            try:
+                taken = await self._take(stack, address, provider, lane)
+            except BaseException:
+                await stack.aclose()
+                raise
+            if taken:
+                break
+            # the fleet's store was lost while this waited: again, under the careful budget
+            await stack.aclose()
+        host, budget = self._host(address), self._provider(provider) if provider else None
+        self.active += 1
+        self.sessions += 1
+        self.max_active = max(self.max_active, self.active)
+        host.active += 1
+        self.max_one_host = max(self.max_one_host, host.active)
+        if budget is not None:
+            budget.active += 1
+            self.max_one_provider = max(self.max_one_provider, budget.active)
+        try:
+            yield
+        finally:
+            self.active -= 1
+            host.active -= 1
+            if budget is not None:
+                budget.active -= 1
+            await stack.aclose()
+
+    async def _take(
+        self, stack: contextlib.AsyncExitStack, address: str, provider: str | None, lane: Lane
+    ) -> bool:
+        """The host's slot, its provider's, the fleet's (``shared_limits``), the run's, in
+        ``stack``; False when the fleet's store was found lost meanwhile."""
+        host = self._host(address)
+        await stack.enter_async_context(host.slots.hold(lane))
+        await host.bucket.take()
+        if provider is not None:
+            budget = self._provider(provider)
+            await stack.enter_async_context(budget.slots.hold(lane))
+            await budget.bucket.take()
+        alone = self._alone
+        lease = await self._shared_slot(address, provider)
+        if lease is not None:
+            stack.push_async_callback(self._shared_release, lease)
+        elif self._alone and not alone:
+            return False
+        await stack.enter_async_context(self._run.hold(lane))
+        return True

@@ -78,6 +78,9 @@ class EngineSettings(BaseSettings):
     socks_proxy: str | None = None
     #: DNS blocklist zones to look the mail host's address up in (none: not checked).
     dnsbl_zones: Annotated[tuple[str, ...], NoDecode] = ()
+    #: Where the processes of a fleet share one politeness budget (PRODUCT.md, "Fleet"):
+    #: ``redis://host:port/db``, ``postgresql://...``, or none (this process alone).
+    shared_limits: str | None = None
     #: Folder of the user's changes to the disposable, free and role lists (``disposable.txt``,
     #: ``free.txt``, ``role.txt``: an entry a line, ``-entry`` removes; docs/engine.md, "Lists").
     lists_dir: str | None = None
@@ -107,6 +110,18 @@ class EngineSettings(BaseSettings):
         if value:
             _split_nameserver(value)  # raises ValueError with the reason
         return value or None
+
+    @field_validator("shared_limits")
+    @classmethod
+    def _shared_store(cls, value: str | None) -> str | None:
+        if not value or value.strip().lower() == "none":
+            return None
+        from listhygiene.engine.host_state import store_kind
+        from listhygiene.extras import require_extra
+
+        if store_kind(value) == "redis":  # (raises ConfigurationError, a ValueError, naming it)
+            require_extra("fleet", f"--shared-limits {value}")
+        return value
 
     @field_validator("lists_dir")
     @classmethod

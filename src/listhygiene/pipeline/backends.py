@@ -194,6 +194,9 @@ class LocalBackend(Backend):
         self.flush_every = flush_every
         self.flush_seconds = flush_seconds
 
+    async def aclose(self) -> None:
+        await self.engine.aclose()
+
     async def submit(self, addresses: "pa.Array", *, check_smtp: bool) -> JobRef:
         job = JobRef(self.name, uuid.uuid4().hex, len(addresses), check_smtp)
         self._jobs[job.job_id] = addresses

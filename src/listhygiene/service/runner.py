@@ -144,12 +144,8 @@ async def run_jobs(
     from listhygiene.service.worker import JobWorker
 
     store = Store(config.db, migrate=False)  # serve migrated it before starting this
-    worker = JobWorker(
-        store,
-        Engine(EngineSettings(**config.engine)),
-        store_writer=store_writer,
-        **config.worker,
-    )
+    engine = Engine(EngineSettings(**config.engine))
+    worker = JobWorker(store, engine, store_writer=store_writer, **config.worker)
     outbox = Outbox(
         store, allow_http=config.allow_http_webhooks, allow_private=config.allow_private_webhooks
     )
@@ -171,6 +167,7 @@ async def run_jobs(
     finally:
         await outbox.stop()
         await worker.stop(release=True)
+        await engine.aclose()  # the shared host state's connection (--shared-limits)
         store.close()
 
 

@@ -1,0 +1,115 @@
+"""Two engines, one politeness budget (issue 26, PRODUCT.md "Fleet"): engines given the same
+``shared_limits`` store hold no more sessions to a mail host than one engine would, as the host
+counts them; without a store each holds its own. Real sockets to the sandbox, the machine's real
+Redis and PostgreSQL."""
+
+import asyncio
+import os
+from collections.abc import Callable
+
+import pytest
+
+from listhygiene.engine import Engine
+from listhygiene.engine.host_state import HostStateError
+from listhygiene.sandbox import Sandbox
+from listhygiene.statuses import Status
+
+REDIS_URL = os.environ.get("LISTHYGIENE_TEST_REDIS", "redis://127.0.0.1:6379")
+PEOPLE = ["ann", "bob", "cat"]
+DOMAINS = [f"tenant{i}.test" for i in range(8)]
+
+WORLD = {
+    "domains": {
+        name: {"mx": [{"preference": 10, "host": "mx.shared.test"}], "mailboxes": PEOPLE}
+        for name in DOMAINS
+    },
+    # each session lasts a few round trips of 150 ms: the two engines' sessions overlap
+    "hosts": {"mx.shared.test": {"latency_ms": 150}},
+}
+
+#: The world of this module's ``sandbox`` (tests/conftest.py).
+SANDBOX_WORLD = WORLD
+
+
+async def both(sandbox: Sandbox, shared_limits: str | None) -> list[Engine]:
+    """Two engines, each with half the domains, verifying at once."""
+    engines = [
+        Engine(sandbox.engine_settings(helo="verifier.test", shared_limits=shared_limits))
+        for _ in range(2)
+    ]
+    halves = [DOMAINS[:4], DOMAINS[4:]]
+
+    async def run(engine: Engine, domains: list[str]) -> None:
+        try:
+            addresses = [f"{p}@{d}" for d in domains for p in PEOPLE]
+            results = [r async for r in engine.verify_many(addresses)]
+            assert {r.status for r in results} == {Status.VALID}
+        finally:
+            await engine.aclose()
+
+    await asyncio.gather(*(run(e, h) for e, h in zip(engines, halves, strict=True)))
+    return engines
+
+
+@pytest.fixture(params=["redis", "postgresql"])
+def store(request: pytest.FixtureRequest, new_pg_database: Callable[[], str]) -> str:
+    return f"{REDIS_URL}/0" if request.param == "redis" else new_pg_database()
+
+
+async def test_two_engines_share_one_budget_per_host(sandbox: Sandbox, store: str) -> None:
+    stats = sandbox.stats("mx.shared.test")
+    stats.reset()
+    engines = await both(sandbox, store)
+    assert stats.max_active <= engines[0].settings.host_concurrency == 2
+    assert sum(e.politeness["sessions"] for e in engines) >= len(DOMAINS)
+
+
+async def test_without_a_store_each_engine_holds_its_own(sandbox: Sandbox) -> None:
+    """What the shared budget prevents: two engines alone hold twice the sessions."""
+    stats = sandbox.stats("mx.shared.test")
+    stats.reset()
+    await both(sandbox, None)
+    assert stats.max_active > 2
+
+
+async def test_a_lost_store_is_said_once_and_the_engine_goes_on_alone(
+    sandbox: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing listens at the store: the run still gives every verdict, with one session at a
+    time to the host, and says once why."""
+    stats = sandbox.stats("mx.shared.test")
+    stats.reset()
+    engine = Engine(
+        sandbox.engine_settings(helo="verifier.test", shared_limits="redis://127.0.0.1:1/0")
+    )
+    addresses = [f"{p}@{d}" for d in DOMAINS for p in PEOPLE]
+    results = [r async for r in engine.verify_many(addresses)]
+    await engine.aclose()
+    assert {r.status for r in results} == {Status.VALID}
+    said = [r for r in caplog.records if "without the fleet's budget" in r.getMessage()]
+    assert len(said) == 1
+    assert "redis://127.0.0.1:1/0" in said[0].getMessage()
+    assert stats.max_active == 1
+
+
+def test_a_bad_store_url_is_a_settings_error(sandbox: Sandbox) -> None:
+    with pytest.raises(ValueError, match="--shared-limits 'memcached://x'"):
+        sandbox.engine_settings(shared_limits="memcached://x")
+    assert HostStateError  # the error a lost store raises inside (tests/engine/test_host_state)
+
+
+def test_the_cli_refuses_a_bad_store_in_one_line() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "listhygiene.cli", "verify", "--shared-limits", "memcached://x"]
+        + ["a@b.test"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--shared-limits 'memcached://x'" in done.stderr
+    assert "Traceback" not in done.stderr
