@@ -103,8 +103,12 @@ def test_the_cli_refuses_a_bad_store_in_one_line() -> None:
     import sys
 
     done = subprocess.run(
-        [sys.executable, "-m", "listhygiene.cli", "verify", "--shared-limits", "memcached://x"]
-        + ["a@b.test"],
+        [
+            *[sys.executable, "-m", "listhygiene.cli", "verify"],
+            "--shared-limits",
+            "memcached://x",
+            "a@b.test",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
