@@ -313,6 +313,7 @@ async def test_the_provider_budget_keeps_within_a_providers_limits(sandbox: Sand
         ("554 5.5.0 Error: SMTP protocol synchronization", "protocol"),
         ("450 4.2.0 <a@b.test>: Recipient address rejected: Greylisted", None),
         ("452 4.5.3 Too many recipients", None),
+        ("421 4.7.0 Too many recipients in this session, closing connection", None),
         ("550 5.1.1 <a@b.test>: Recipient address rejected: User unknown", None),
     ],
 )

@@ -63,7 +63,6 @@ _TOO_MANY_ERRORS = re.compile(r"too many (errors|bad commands|invalid recipients
 class Limit(Enum):
     """What a host said we went too far in (docs/engine.md, "Hosts that defend themselves")."""
 
-    RECIPIENTS = "recipients"  # 421 too many recipients (a 452/552 x.5.3 is a cap, not a limit)
     ERRORS = "errors"  # 421 too many errors: Postfix's smtpd_hard_error_limit
     CONNECTIONS = "connections"  # 421 too many (concurrent) connections: anvil, Exchange
     RATE = "rate"  # a rate ban of the client: Gmail 4.7.28, Microsoft 4.7.500-699, Yahoo TSS
@@ -82,9 +81,11 @@ _PROTOCOL = re.compile(r"synchroni[sz]ation|improper (command )?pipelining|proto
 def limit_of(reply: Reply) -> Limit | None:
     """The limit a refusal says we met, or None for an ordinary reply.
 
-    A 452 "too many recipients" is not one: it is how a host tells its cap per transaction,
-    and the engine learns it. The others end a session or ban the client for a while; each one
-    is counted in the run's ``politeness`` (``limits_met``).
+    "Too many recipients", whether 452 or a 421 that closes the session, is not one: it is how
+    a host tells its cap per connection, which no client can know before, and the engine learns
+    it. The others end a session or ban the client for a while, and a careful client never
+    meets them with a host's documented defaults; each one is counted in the run's
+    ``politeness`` (``limits_met``).
     """
     if reply.is_positive:
         return None
@@ -95,8 +96,8 @@ def limit_of(reply: Reply) -> Limit | None:
         return None
     if _TOO_MANY_ERRORS.search(text):
         return Limit.ERRORS
-    if reply.code == 421 and _TOO_MANY.search(text):
-        return Limit.RECIPIENTS
+    if _TOO_MANY.search(text):
+        return None  # a recipient cap (see above)
     if _CONNECTIONS.search(text):
         return Limit.CONNECTIONS
     code = enhanced.split(".")
