@@ -18,13 +18,27 @@ REDIS_URL = os.environ.get("LISTHYGIENE_TEST_REDIS", "redis://127.0.0.1:6379")
 PEOPLE = ["ann", "bob", "cat"]
 DOMAINS = [f"tenant{i}.test" for i in range(8)]
 
+DEAD = [f"dead{i}" for i in range(10)]
 WORLD = {
     "domains": {
-        name: {"mx": [{"preference": 10, "host": "mx.shared.test"}], "mailboxes": PEOPLE}
-        for name in DOMAINS
+        **{
+            name: {"mx": [{"preference": 10, "host": "mx.shared.test"}], "mailboxes": PEOPLE}
+            for name in DOMAINS
+        },
+        # a host stricter than Postfix's defaults: ends a session at its 5th error
+        **{
+            f"strict{i}.test": {
+                "mx": [{"preference": 10, "host": "mx.strict.test"}],
+                "mailboxes": PEOPLE,
+            }
+            for i in range(4)
+        },
     },
-    # each session lasts a few round trips of 150 ms: the two engines' sessions overlap
-    "hosts": {"mx.shared.test": {"latency_ms": 150}},
+    "hosts": {
+        # each session lasts a few round trips of 150 ms: the two engines' sessions overlap
+        "mx.shared.test": {"latency_ms": 150},
+        "mx.strict.test": {"soft_error_limit": 3, "hard_error_limit": 5, "error_sleep_ms": 200},
+    },
 }
 
 #: The world of this module's ``sandbox`` (tests/conftest.py).
@@ -53,7 +67,18 @@ async def both(sandbox: Sandbox, shared_limits: str | None) -> list[Engine]:
 
 @pytest.fixture(params=["redis", "postgresql"])
 def store(request: pytest.FixtureRequest, new_pg_database: Callable[[], str]) -> str:
-    return f"{REDIS_URL}/0" if request.param == "redis" else new_pg_database()
+    """An empty store: a fresh PostgreSQL database, or a Redis database of this module's own,
+    emptied (the sandbox's host addresses are the same in every run, and what a run learnt of
+    them lives an hour)."""
+    if request.param == "postgresql":
+        return new_pg_database()
+    import redis
+
+    url = f"{REDIS_URL}/13"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    client.close()
+    return url
 
 
 async def test_two_engines_share_one_budget_per_host(sandbox: Sandbox, store: str) -> None:
@@ -70,6 +95,27 @@ async def test_without_a_store_each_engine_holds_its_own(sandbox: Sandbox) -> No
     stats.reset()
     await both(sandbox, None)
     assert stats.max_active > 2
+
+
+@pytest.mark.parametrize("shared", [True, False])
+async def test_what_one_engine_learnt_of_a_host_the_next_knows(
+    sandbox: Sandbox, store: str, shared: bool
+) -> None:
+    """An engine meets a strict host's error limit once (421 too many errors) and learns it; a
+    second engine given the same store starts from what was learnt and meets it never, where
+    an engine alone meets it again."""
+    stats = sandbox.stats("mx.strict.test")
+    stats.reset()
+    for i in (0, 1) if shared else (2, 3):
+        engine = Engine(
+            sandbox.engine_settings(helo="verifier.test", shared_limits=store if shared else None)
+        )
+        addresses = [f"{local}@strict{i}.test" for local in (*DEAD, *PEOPLE)]
+        results = [r async for r in engine.verify_many(addresses)]
+        await engine.aclose()
+        assert {r.email.split("@")[0] for r in results if r.status is Status.VALID} == set(PEOPLE)
+    met = [kind for _, kind, _ in stats.events if kind == "too_many_errors"]
+    assert len(met) == (1 if shared else 2)
 
 
 async def test_a_lost_store_is_said_once_and_the_engine_goes_on_alone(

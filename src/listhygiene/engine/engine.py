@@ -27,6 +27,7 @@ from typing import Any
 
 from listhygiene.engine.fairness import InteractiveActivity, Lane, Priority, lane_context
 from listhygiene.engine.health import RunHealth
+from listhygiene.engine.host_memory import FleetMemory
 from listhygiene.engine.host_state import HostState, open_host_state
 from listhygiene.engine.lists import Lists, lists_for, never_learned
 from listhygiene.engine.pacing import Pacer
@@ -141,7 +142,10 @@ class Engine:
             shared = self.settings.shared_limits
             self._host_state = open_host_state(shared) if shared else None
             self._context = ProbeContext(
-                self.settings, Pacer(self.settings, self._host_state), on_reach=self.health.record
+                self.settings,
+                Pacer(self.settings, self._host_state),
+                on_reach=self.health.record,
+                fleet=FleetMemory(self._host_state),
             )
 
     async def aclose(self) -> None:

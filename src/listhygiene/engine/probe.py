@@ -10,7 +10,11 @@ verdict: the host's cap is learnt and the rest go in new sessions. Temporary ref
 is still refused then is unknown, with the reason. Mail exchangers are tried in preference order,
 each address of one in turn, the next one starting after a short head start when the one before
 has not opened a session yet (RFC 8305's idea, for MX hosts): a silent primary costs the head
-start, not its time-out. See docs/engine.md.
+start, not its time-out. Hosts that defend themselves are read from what they say and how fast:
+a session ends before the host's error limits (``errors_per_session``, lowered by an error sleep
+or a "too many errors" 421), a host that holds its refusals (a tarpit) gets side sessions, and
+a rate ban leaves the whole provider alone for a while. See docs/engine.md, "Hosts that defend
+themselves".
 """
 
 import asyncio
@@ -22,6 +26,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from listhygiene.engine.host_memory import FleetMemory, HostLimits
 from listhygiene.engine.pacing import Pacer
 from listhygiene.engine.providers import OTHER, SELF_HOSTED, provider_of
 from listhygiene.engine.replies import Limit, Meaning, classify, limit_of
@@ -78,38 +83,6 @@ _PROBE = "probe"
 
 
 @dataclass
-class _HostLimits:
-    """What a mail host has told us about itself during this run."""
-
-    rcpt_cap: int
-    #: Refused commands a session may collect before it ends: under the host's error limits.
-    error_budget: int
-    one_transaction: bool = False
-    #: The longest a reply was held on purpose (an error sleep, a tarpit): such a host gets
-    #: side sessions, which wait out its held replies side by side.
-    error_sleep: float = 0.0
-    #: Whether the host has answered a batch of RCPT yet: its first batch is small, so that a
-    #: host holding its refusals shows it before a long batch is queued behind them.
-    answered: bool = False
-
-    def saw_slow_reply(self, fast_refusals: int | None, held: float, most: float) -> None:
-        """A reply came ``held`` seconds late; ``fast_refusals``: for the session's first such
-        reply, the refusals its session had been given without delay before it.
-
-        Slow only past some quick refusals is Postfix's soft error limit, which holds every
-        reply once a session has made that many: later sessions end one refusal before it. Slow
-        from the first refusal is a tarpit (Exchange): fewer errors a session would not help,
-        only a longer wait for each reply."""
-        self.error_sleep = min(most, max(self.error_sleep, held))
-        if fast_refusals:
-            self.error_budget = max(1, min(self.error_budget, fast_refusals - 1))
-
-    def saw_error_limit(self, errors: int) -> None:
-        """The host ended a session after ``errors`` refusals: stay one below."""
-        self.error_budget = max(1, min(self.error_budget, errors - 1))
-
-
-@dataclass
 class ProbeContext:
     """State shared by every domain of a run (one per engine)."""
 
@@ -119,7 +92,7 @@ class ProbeContext:
     catch_all: dict[str, bool | None] = field(default_factory=dict)
     #: domain -> the random local part used to test for catch-all (kept for greylist retries)
     probe_local: dict[str, str] = field(default_factory=dict)
-    host_limits: dict[str, _HostLimits] = field(default_factory=dict)
+    host_limits: dict[str, HostLimits] = field(default_factory=dict)
     #: host address -> what its greylisting has shown (the waits that pass, or do not)
     greylisting: dict[str, HostGreylisting] = field(default_factory=dict)
     #: host address -> (the failure that took it down, until when, loop time)
@@ -131,12 +104,14 @@ class ProbeContext:
     bans_met: int = 0
     #: Called with (domain, "ok" | "unreachable" | "blocked") after each domain's first session.
     on_reach: Callable[[str, str], None] = lambda domain, state: None
+    #: What the fleet learnt of hosts (``shared_limits``; nothing without a store).
+    fleet: FleetMemory = field(default_factory=lambda: FleetMemory(None))
 
-    def limits(self, ip: str) -> _HostLimits:
+    def limits(self, ip: str) -> HostLimits:
         limits = self.host_limits.get(ip)
         if limits is None:
             settings = self.settings
-            limits = self.host_limits[ip] = _HostLimits(
+            limits = self.host_limits[ip] = HostLimits(
                 settings.rcpt_per_session, settings.errors_per_session
             )
         return limits
@@ -166,10 +141,11 @@ class ProbeContext:
             key = provider or ip
             now = asyncio.get_running_loop().time()
             backoff = named_delay(reply.text)
-            until = now + (self.settings.ban_backoff if backoff is None else backoff)
+            seconds = self.settings.ban_backoff if backoff is None else backoff
             if self.bans.get(key, 0.0) <= now:
                 self.bans_met += 1
-            self.bans[key] = max(self.bans.get(key, 0.0), until)
+            self.bans[key] = max(self.bans.get(key, 0.0), now + seconds)
+            self.fleet.write_ban(ip, provider, seconds)
 
     def ban_left(self, ip: str, provider: str | None) -> float:
         """Seconds until the provider of ``ip`` (or ``ip`` itself) may be asked again."""
@@ -547,6 +523,7 @@ class DomainProber:
         try:
             down = self.ctx.down_failure(ip)
             if down is None:
+                await self.ctx.fleet.read_host(ip, self.ctx.limits(ip), provider, self.ctx.bans)
                 await self._sit_out_ban(ip, provider)
                 await slot.enter_async_context(self.ctx.pacer.session(ip, provider))
                 down = self.ctx.down_failure(ip)  # learnt while this waited for the slot
@@ -630,6 +607,7 @@ class DomainProber:
             return progressed
         finally:
             await opened.slot.aclose()
+            await self.ctx.fleet.write_host(opened.ip, self.ctx.limits(opened.ip))
 
     async def _transactions(
         self, client: SmtpClient, ip: str, pending: deque[Address], *, main: bool = True
@@ -752,7 +730,7 @@ class DomainProber:
     def _pace_watch(
         self,
         client: SmtpClient,
-        limits: _HostLimits,
+        limits: HostLimits,
         pace: "_SessionPace",
         most: float,
         pending: deque[Address],
@@ -782,7 +760,7 @@ class DomainProber:
         self,
         batch: list[Address],
         replies: list[Reply],
-        limits: "_HostLimits",
+        limits: "HostLimits",
         rcpts_before: int,
         ip: str,
         closing: bool = False,
@@ -871,7 +849,7 @@ class DomainProber:
             self.ctx.greylist_of(ip).saw_pass(waited)
 
     async def _exchange(
-        self, client: SmtpClient, commands: list[str], limits: _HostLimits, errors: int
+        self, client: SmtpClient, commands: list[str], limits: HostLimits, errors: int
     ) -> list[Reply]:
         """Send commands pipelined when the host allows it, else one by one.
 
@@ -910,7 +888,7 @@ class DomainProber:
         return f"{local}@{self.domain}"
 
     def _record_probe(
-        self, reply: Reply, ip: str, limits: _HostLimits, rcpts_before: int
+        self, reply: Reply, ip: str, limits: HostLimits, rcpts_before: int
     ) -> Meaning:
         """The probe's answer: the catch-all verdict, or a refusal retried like any RCPT."""
         meaning = classify(reply)
