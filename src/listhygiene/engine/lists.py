@@ -142,12 +142,12 @@ class Lists:
         disposable-mail service's: in the list, or under a listed name on whole labels.
 
         ``extra``: host names learned at run time (from listed disposable domains' MX answers),
-        matched the same way; a shared provider's host (``never_learned``) among them counts
-        for nothing. A domain with one disposable and one ordinary host is not disposable by
-        host; no host (or only the null MX ".") is not either."""
+        lower case without a trailing dot, matched the same way; a shared provider's host
+        (``never_learned``) among them counts for nothing. A domain with one disposable and one
+        ordinary host is not disposable by host; no host (or only the null MX ".") is not
+        either."""
         if not host_names:
             return False
-        learned: frozenset[str] | None = None
         for raw in host_names:
             host = _host(raw)
             if not host:
@@ -155,11 +155,8 @@ class Lists:
             candidates = _host_suffixes(host)
             if any(c in self.disposable_hosts for c in candidates):
                 continue
-            if extra and not never_learned(host):
-                if learned is None:
-                    learned = frozenset(_host(name) for name in extra)
-                if any(c in learned for c in candidates):
-                    continue
+            if extra and not never_learned(host) and any(c in extra for c in candidates):
+                continue
             return False
         return True
 
