@@ -92,17 +92,15 @@ class Pacer:
         self.max_one_provider = 0
 
     def _host(self, address: str) -> _Budget:
-        host = self._hosts.get(address)
-        if host is None:
-            concurrency, rate = self._limits()["host"]
-            host = self._hosts[address] = _Budget(concurrency, rate)
-        return host
+        return self._budget(self._hosts, address, "host")
 
     def _provider(self, name: str) -> _Budget:
-        budget = self._providers.get(name)
+        return self._budget(self._providers, name, "provider")
+
+    def _budget(self, budgets: dict[str, _Budget], key: str, kind: str) -> _Budget:
+        budget = budgets.get(key)
         if budget is None:
-            concurrency, rate = self._limits()["provider"]
-            budget = self._providers[name] = _Budget(concurrency, rate)
+            budget = budgets[key] = _Budget(*self._limits()[kind])
         return budget
 
     def _limits(self) -> dict[str, tuple[int, float]]:
