@@ -2,9 +2,12 @@
 per chunk, on whichever Celery or Kubernetes worker is free), then merge the outputs and run the
 data-quality checks on the merged result.
 
-Rows are split by domain (all of a domain's addresses in one chunk, big domains balanced by
-size), so a mail host is probed by one chunk's worker only and a duplicate address is verified
-once (docs/deploy.md, "Politeness across workers"). Every chunk
+Rows are split by domain (all of a domain's addresses in one chunk, balanced by expected SMTP
+sessions), so a mail host is probed by one chunk's worker only and a duplicate address is
+verified once (docs/deploy.md, "Politeness across workers"). With the connection's
+``shared_limits`` extra (``redis://...``: every worker's engine takes its sessions from one
+budget per mail host, docs/deploy.md "One budget for the fleet") a giant domain is split across
+chunks too, an address in one chunk only. Every chunk
 uses the connection's verdict store (a PostgreSQL one when the chunks run on several workers:
 they write to it at once), and the merge adds up their reused/verified/changed. The chunk
 and output folders must be on storage every worker sees (a shared volume, or object storage for
@@ -42,9 +45,18 @@ with DAG(
 
     @task
     def split(run: str, params: dict | None = None) -> list[str]:
-        """Write the chunk files; their paths feed the mapped verification."""
+        """Write the chunk files; their paths feed the mapped verification. With the
+        connection's ``shared_limits`` extra (one politeness budget for every worker) a giant
+        domain is split across chunks."""
+        from listhygiene_airflow.hooks.verification import ListHygieneHook
+
         assert params is not None
-        return split_list(params["source"], f"{run}/chunks", chunks=int(params["chunks"]))
+        return split_list(
+            params["source"],
+            f"{run}/chunks",
+            chunks=int(params["chunks"]),
+            shared_limits=ListHygieneHook("listhygiene_default").shared_limits,
+        )
 
     verified = EmailVerificationOperator.partial(
         task_id="verify_chunk",

@@ -28,15 +28,24 @@ def split_list(
     email_column: str | None = None,
     table: str | None = None,
     query: str | None = None,
+    shared_limits: str | None = None,
 ) -> list[str]:
     """Write ``source`` as up to ``chunks`` Parquet files in ``folder``, every domain in one
     file; return their paths (:func:`listhygiene.pipeline.chunks.split_by_domain`).
 
-    A chunk that would be empty is not written. Rerunning with the same input writes the same
-    files, so a retried split task is harmless.
+    ``shared_limits``: the store the chunk tasks share (the connection's ``shared_limits``
+    extra, :attr:`ListHygieneHook.shared_limits`); with one a giant domain is split across
+    chunks. A chunk that would be empty is not written. Rerunning with the same input writes the
+    same files, so a retried split task is harmless.
     """
     return split_by_domain(
-        source, folder, chunks=chunks, email_column=email_column, table=table, query=query
+        source,
+        folder,
+        chunks=chunks,
+        email_column=email_column,
+        table=table,
+        query=query,
+        shared_limits=shared_limits,
     )
 
 

@@ -4,11 +4,12 @@ run's folder, the Dagster counterpart of the Airflow mapped-chunks DAG (docs/pip
 
 :func:`build_chunked_clean_job` returns a job of three ops around the core's
 :mod:`listhygiene.pipeline.chunks`: ``split`` writes the chunks (every domain in one chunk, so a
-mail host sees no more SMTP sessions than one run opens) and yields one dynamic output per
-chunk; ``verify_chunk`` cleans a chunk with the backend resource (a multiprocess executor runs
-them in parallel); ``merge`` writes the folder one run writes and runs the output checks once.
-Everything goes under ``<output_dir>/<name>/<run id>/``: ``chunks/``, ``chunk-<n>/``,
-``merged/``.
+mail host sees no more SMTP sessions than one run opens; a giant domain across chunks when the
+backend resource's ``shared_limits`` gives the steps one politeness budget) and yields one
+dynamic output per chunk; ``verify_chunk`` cleans a chunk with the backend resource (a
+multiprocess executor runs them in parallel); ``merge`` writes the folder one run writes and
+runs the output checks once. Everything goes under ``<output_dir>/<name>/<run id>/``:
+``chunks/``, ``chunk-<n>/``, ``merged/``.
 """
 
 from pathlib import Path
@@ -35,6 +36,7 @@ def build_chunked_clean_job(
     @dg.op(
         name=f"{name}_split",
         out=dg.DynamicOut(str),
+        required_resource_keys={backend_resource_key},
         config_schema={
             "source": dg.Field(str, default_value=source),
             "chunks": dg.Field(int, default_value=chunks),
@@ -45,8 +47,15 @@ def build_chunked_clean_job(
 
         folder = Path(output_dir) / name / context.run_id / "chunks"
         config = context.op_config
+        backend = getattr(context.resources, backend_resource_key)
+        # with a shared limit a giant domain is split across chunks (docs/deploy.md)
+        shared = backend.engine_settings().shared_limits if backend.kind == "local" else "none"
         paths = split_by_domain(
-            config["source"], folder, chunks=int(config["chunks"]), email_column=email_column
+            config["source"],
+            folder,
+            chunks=int(config["chunks"]),
+            email_column=email_column,
+            shared_limits=shared or "none",
         )
         context.log.info(f"{config['source']} split by domain into {len(paths)} chunks")
         for index, path in enumerate(paths):

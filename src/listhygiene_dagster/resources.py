@@ -85,6 +85,13 @@ class VerificationBackendResource(dg.ConfigurableResource):
     retry_delays: list[float] | None = Field(
         default=None, description="Waits before retrying a temporary refusal (greylisting)."
     )
+    shared_limits: str | None = Field(
+        default=None,
+        description=(
+            "redis://host:port/db or postgresql://... shared by every step and process of the "
+            "fleet: one politeness budget per mail host (docs/deploy.md); none: this process."
+        ),
+    )
     # -- both
     check_smtp: bool | None = Field(
         default=None, description="Probe mailboxes over SMTP (the backend's default when unset)."
@@ -95,7 +102,9 @@ class VerificationBackendResource(dg.ConfigurableResource):
         from listhygiene.engine import EngineSettings
 
         names = ("dns_server", "smtp_port", "allow_private_mx", "helo", "dns_timeout")
-        values: dict[str, Any] = {n: getattr(self, n) for n in (*names, "smtp_timeout")}
+        values: dict[str, Any] = {
+            n: getattr(self, n) for n in (*names, "smtp_timeout", "shared_limits")
+        }
         if self.retry_delays is not None:
             values["retry_delays"] = tuple(self.retry_delays)
         return EngineSettings(**{k: v for k, v in values.items() if v is not None})

@@ -65,3 +65,33 @@ def test_the_hooks_vocabulary_is_the_cores() -> None:
     assert (
         verification.ListHygieneHook.job_events({"backend": "form-b"}) == vocabulary.JOB_EVENTS["b"]
     )
+
+
+def test_the_shared_limits_extra_reaches_the_engine_and_the_split(
+    airflow_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One extra gives every worker's engine the fleet's budget and splits giant domains."""
+    from listhygiene_airflow.hooks.verification import ListHygieneHook
+
+    store = "postgresql://postgres@127.0.0.1:5432/test"
+    set_connection(
+        monkeypatch,
+        "lh_fleet",
+        "listhygiene",
+        extra={"backend": "local", "shared_limits": store},
+    )
+    hook = ListHygieneHook("lh_fleet")
+    assert hook.engine_settings().shared_limits == store
+    assert hook.shared_limits == store
+    set_connection(monkeypatch, "lh_alone", "listhygiene", extra={"backend": "local"})
+    monkeypatch.delenv("LISTHYGIENE_SHARED_LIMITS", raising=False)
+    assert ListHygieneHook("lh_alone").shared_limits == "none"
+    set_connection(
+        monkeypatch,
+        "lh_remote",
+        "listhygiene",
+        host="http://127.0.0.1:9000/b/v1",
+        password="k",
+        extra={"backend": "form-b", "shared_limits": store},
+    )
+    assert ListHygieneHook("lh_remote").shared_limits == "none"

@@ -50,3 +50,27 @@ def test_the_chunked_job_merges_to_what_one_run_gives(
         theirs = single.frame(status)
         assert list(mine.columns) == list(theirs.columns)
         assert mine["email"].tolist() == theirs["email"].tolist(), status
+
+
+def test_with_shared_limits_the_split_cuts_a_giant_domain(tmp_path: Path) -> None:
+    """The backend resource's ``shared_limits`` reaches the split: the domain holding most rows
+    goes to both chunks, and the merge still holds every row once."""
+    import json
+
+    from listhygiene.pipeline.chunks import SPLIT_MANIFEST
+
+    source = tmp_path / "list.csv"
+    rows = [f"user{i}@giant.test" for i in range(40)] + [f"a{i}@small{i}.test" for i in range(8)]
+    source.write_text("email\n" + "\n".join(rows) + "\n")
+    backend = VerificationBackendResource(
+        kind="local", shared_limits="postgresql://postgres@127.0.0.1:5432/test", check_smtp=False
+    )
+    job = build_chunked_clean_job(
+        name="fleet_chunks", source=str(source), output_dir=str(tmp_path / "runs"), chunks=2
+    )
+    result = job.execute_in_process(resources={"verification_backend": backend})
+    assert result.success
+    run = tmp_path / "runs" / "fleet_chunks" / result.run_id
+    split = json.loads((run / "chunks" / SPLIT_MANIFEST).read_text())
+    assert split["split_domains"] == {"giant.test": 2}
+    assert result.output_for_node("fleet_chunks_merge")["rows"]["total"] == len(rows)

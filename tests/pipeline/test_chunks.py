@@ -5,6 +5,8 @@ than one run opens, and the merged folder must be the one a single run writes.
 """
 
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from listhygiene.pipeline.chunks import (
 from listhygiene.pipeline.quality import STATUSES
 from listhygiene.sandbox import Sandbox
 
+REDIS_URL = os.environ.get("LISTHYGIENE_TEST_REDIS", "redis://127.0.0.1:6379")
 #: Six domains, each on its own mail host, of different sizes; some role and full mailboxes.
 SIZES = {"big.test": 24, "mid.test": 12, "small.test": 6, "tiny.test": 3, "one.test": 1}
 WORLD: dict[str, Any] = {
@@ -42,7 +45,11 @@ WORLD: dict[str, Any] = {
             "catch_all": True,
         },
     },
-    "hosts": {f"mx.{domain}": {} for domain in [*SIZES, "catchall.test"]},
+    # big.test's host answers each command 100 ms late: sessions of chunks run at once overlap
+    "hosts": {
+        **{f"mx.{domain}": {} for domain in [*SIZES, "catchall.test"]},
+        "mx.big.test": {"latency_ms": 100},
+    },
 }
 HOSTS = [f"mx.{domain}" for domain in [*SIZES, "catchall.test"]]
 
@@ -86,6 +93,27 @@ def sessions(sandbox: Sandbox) -> dict[str, int]:
     return {host: sandbox.stats(host).connections for host in HOSTS}
 
 
+def assert_same_as_one_run(
+    out: Path, merged: dict[str, Any], single: Path, one: dict[str, Any]
+) -> None:
+    """The merged folder holds what one run's does: the same rows in each status's file in the
+    same order, and the same counts in its summary."""
+    for status in STATUSES:
+        mine = pq.read_table(out / f"{status}.parquet").drop_columns(["response_time"])
+        theirs = pq.read_table(single / f"{status}.parquet").drop_columns(["response_time"])
+        assert mine.schema.names == theirs.schema.names
+        assert mine.equals(theirs.cast(mine.schema)), status
+    assert merged == json.loads((out / "summary.json").read_text())
+    for key in ("rows", "credits", "verdicts"):
+        assert merged[key] == one[key], key
+    for key in ("distinct", "duplicate_rows", "verified"):
+        assert merged["addresses"][key] == one["addresses"][key], key
+    assert merged["top_domains"] == one["top_domains"]
+    assert merged["input"]["rows"] == one["input"]["rows"]
+    assert merged["input"]["name"] == one["input"]["name"]
+    assert merged["quality"]["passed"] is True
+
+
 def reset(sandbox: Sandbox) -> None:
     for host in HOSTS:
         sandbox.stats(host).reset()
@@ -100,7 +128,7 @@ def test_plan_balances_domains_by_size() -> None:
         sum(
             n
             for d, n in {"a": 50, "b": 30, "c": 20, "d": 20, "e": 10, "f": 10}.items()
-            if plan[d] == chunk
+            if plan[d] == (chunk,)
         )
         for chunk in range(3)
     ]
@@ -111,6 +139,28 @@ def test_plan_balances_domains_by_size() -> None:
 def test_a_giant_domain_stays_whole_in_its_own_chunk() -> None:
     plan = plan_chunks({"giant": 1000, "a": 10, "b": 10, "c": 10}, 2)
     assert plan["giant"] != plan["a"] == plan["b"] == plan["c"]
+
+
+def test_with_a_shared_limit_a_giant_domain_is_cut_into_pieces_on_different_chunks() -> None:
+    plan = plan_chunks({"giant": 1000, "a": 10, "b": 10, "c": 10}, 2, split_giants=True)
+    assert sorted(plan["giant"]) == [0, 1]
+    assert all(len(plan[d]) == 1 for d in "abc")
+    # three chunks: the giant holds more than two even shares of 344 rows, so three pieces
+    three = plan_chunks({"giant": 1000, "a": 10, "b": 10, "c": 10}, 3, split_giants=True)
+    assert sorted(three["giant"]) == [0, 1, 2]
+    # a domain of no more than an even share stays whole
+    assert plan_chunks({"a": 50, "b": 50}, 2, split_giants=True) == {"a": (0,), "b": (1,)}
+
+
+def test_domains_are_placed_by_expected_sessions() -> None:
+    """Fifty one-row domains cost fifty sessions; a domain of 50 rows, two (25 recipients a
+    session): the big one's chunk takes most of the small ones too, by sessions, not rows."""
+    rows = {"big": 50, **{f"d{i}": 1 for i in range(50)}}
+    plan = plan_chunks(rows, 2, per_session=25)
+    big = plan["big"]
+    with_big = [d for d, places in plan.items() if places == big and d != "big"]
+    assert len(with_big) == 24  # 2 + 24 sessions against 26
+    assert plan_chunks(rows, 2) != plan  # by rows, the big one would be alone
 
 
 def test_chunks_must_be_positive() -> None:
@@ -149,6 +199,30 @@ def test_split_puts_each_domain_in_one_chunk(tmp_path: Path) -> None:
     )
 
 
+def test_split_with_a_shared_limit_cuts_the_giant_domain_by_address(tmp_path: Path) -> None:
+    """big.test holds more than an even share of three chunks: with a shared limit it is cut in
+    two chunks, an address (in any case) in one only; every other domain stays whole."""
+    source = contacts_csv(tmp_path / "contacts.csv")
+    paths = split_by_domain(source, tmp_path / "chunks", chunks=3, shared_limits="redis://x:1/0")
+    frames = [pd.read_parquet(path) for path in paths]
+    domains: dict[str, set[int]] = {}
+    addresses: dict[str, set[int]] = {}
+    for index, frame in enumerate(frames):
+        for cell in frame["Email"].fillna("").str.strip().str.lower():
+            addresses.setdefault(cell, set()).add(index)
+            domains.setdefault(cell.rsplit("@", 1)[-1], set()).add(index)
+    assert len(domains["big.test"]) == 2
+    assert all(len(c) == 1 for d, c in domains.items() if d != "big.test"), domains
+    assert all(len(c) == 1 for c in addresses.values())  # user0@ and USER0@ together
+    manifest = json.loads((tmp_path / "chunks" / SPLIT_MANIFEST).read_text())
+    assert manifest["split_domains"] == {"big.test": 2}
+    numbers = sorted(n for frame in frames for n in frame[ROW_COLUMN])
+    assert numbers == list(range(1, manifest["rows"] + 1))
+    # "none" is no shared limit: the domain stays whole
+    split_by_domain(source, tmp_path / "whole", chunks=3, shared_limits="none")
+    assert json.loads((tmp_path / "whole" / SPLIT_MANIFEST).read_text())["split_domains"] == {}
+
+
 def test_split_refuses_an_input_with_the_row_column(tmp_path: Path) -> None:
     path = tmp_path / "contacts.csv"
     path.write_text(f"{ROW_COLUMN},email\n1,a@b.test\n")
@@ -184,23 +258,7 @@ def test_chunks_open_no_more_sessions_per_host_and_merge_to_one_runs_folder(
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [f"{s}.parquet" for s in STATUSES] + ["report.html", "summary.json"]
     )
-    for status in STATUSES:
-        mine = pq.read_table(out / f"{status}.parquet")
-        theirs = pq.read_table(tmp_path / "single" / f"{status}.parquet")
-        assert mine.schema.names == theirs.schema.names
-        assert mine.drop_columns(["response_time"]).equals(
-            theirs.drop_columns(["response_time"]).cast(mine.drop_columns(["response_time"]).schema)
-        ), status
-    one = single.summary
-    assert merged == json.loads((out / "summary.json").read_text())
-    for key in ("rows", "credits", "verdicts"):
-        assert merged[key] == one[key], key
-    for key in ("distinct", "duplicate_rows", "verified"):
-        assert merged["addresses"][key] == one["addresses"][key], key
-    assert merged["top_domains"] == one["top_domains"]
-    assert merged["input"]["rows"] == one["input"]["rows"]
-    assert merged["input"]["name"] == one["input"]["name"]
-    assert merged["quality"]["passed"] is True
+    assert_same_as_one_run(out, merged, tmp_path / "single", single.summary)
     assert "big.test" in (out / "report.html").read_text()
     # what the fleet's sessions cost the hosts: the chunks' added up, the peak the largest
     polite = [s["politeness"] for s in summaries]
@@ -211,6 +269,46 @@ def test_chunks_open_no_more_sessions_per_host_and_merge_to_one_runs_folder(
         "limits_met": 0,
         "bans": 0,
     }
+
+
+def test_chunks_sharing_a_limit_split_the_giant_and_still_merge_to_one_runs_folder(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """With a shared limit (the machine's Redis) the giant domain is cut across chunks; the
+    chunks, cleaned at once, hold no more sessions to its mail host at once than one run may,
+    and the merged folder is one run's."""
+    import redis
+
+    store = f"{REDIS_URL}/12"  # this module's own database: what a run learnt lives an hour
+    with redis.Redis.from_url(store) as client:
+        client.flushdb()
+    source = contacts_csv(tmp_path / "contacts.csv")
+    single = listhygiene.clean(source, tmp_path / "single", settings=engine(sandbox))
+    reset(sandbox)
+    paths = split_by_domain(source, tmp_path / "chunks", chunks=3, shared_limits=store)
+    assert json.loads((tmp_path / "chunks" / SPLIT_MANIFEST).read_text())["split_domains"] == {
+        "big.test": 2
+    }
+    # three recipients a session: each chunk would hold two sessions to the host at once
+    settings = engine(sandbox).model_copy(update={"shared_limits": store, "rcpt_per_session": 3})
+    with ThreadPoolExecutor(len(paths)) as pool:
+        summaries = list(
+            pool.map(
+                lambda i: (
+                    listhygiene.clean(
+                        paths[i], tmp_path / f"chunk-{i}", settings=settings, quality="warn"
+                    ).summary
+                ),
+                range(len(paths)),
+            )
+        )
+    big = sandbox.stats("mx.big.test")
+    assert 0 < big.max_active <= settings.host_concurrency
+    merged = merge_chunks(
+        summaries, tmp_path / "merged", manifest=tmp_path / "chunks" / SPLIT_MANIFEST
+    )
+    assert_same_as_one_run(tmp_path / "merged", merged, tmp_path / "single", single.summary)
+    assert merged["politeness"]["limits_met"] == 0
 
 
 def test_a_broken_chunk_fails_the_merged_checks_and_publishes_nothing(

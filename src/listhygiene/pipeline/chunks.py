@@ -4,13 +4,20 @@ folder one run writes (docs/pipeline.md, "Chunks").
 **Split by domain.** Every address of a domain goes to one chunk, so each mail host is probed by
 one run only and sees no more SMTP sessions than a single run would open (a split by address
 hash sends every domain to every chunk: each chunk's run opens its own sessions, and a host's
-sessions multiply by the number of chunks). Domains are placed by size, largest first, each on
-the chunk with the fewest rows so far. A domain larger than an even share stays whole: its chunk
-is then larger than the others, which costs time, not politeness; splitting it would need a
-per-host limit shared by every worker. Rows with no domain (blank or broken cells) follow their
-cell's text, so one bad address is not charged twice. The source is read twice: once to count
-rows per domain, once to write the chunks. Each chunk is a Parquet file with the input's columns
-and :data:`ROW_COLUMN`, the input's 1-based row number.
+sessions multiply by the number of chunks). Domains are placed by their expected SMTP sessions
+(their rows over ``rcpt_per_session``, at least one), most first, each on the chunk with the
+fewest sessions so far (then the fewest rows). Rows with no domain (blank or broken cells) follow
+their cell's text, so one bad address is not charged twice. The source is read twice: once to
+count rows per domain, once to write the chunks. Each chunk is a Parquet file with the input's
+columns and :data:`ROW_COLUMN`, the input's 1-based row number.
+
+**Giant domains.** Without a shared limit a domain larger than an even share of the rows stays
+whole: its chunk is larger than the others, which costs time, not politeness. When the chunk
+runs share one politeness budget (``shared_limits``, docs/deploy.md "One budget for the fleet"),
+the fleet holds no more sessions to a host than one run would, so such a domain is cut into as
+many pieces as even shares it holds (at most one a chunk), each on a different chunk; an
+address goes to the piece of its text's hash, so a repeated address stays in one chunk and is
+verified once.
 
 **Merge.** Each status's files of the chunk runs are merged by :data:`ROW_COLUMN` in bounded
 batches (each chunk's file is in input order), the column is dropped, and the merged folder gets
@@ -51,18 +58,44 @@ BATCH_ROWS = 65_536
 TOP_DOMAINS = 15
 
 
-def plan_chunks(domain_rows: Mapping[str, int], chunks: int) -> dict[str, int]:
-    """Each domain's chunk (0 to ``chunks - 1``): largest domains first, each on the chunk with
-    the fewest rows so far (ties: the lower chunk). Deterministic for the same counts."""
+def plan_chunks(
+    domain_rows: Mapping[str, int],
+    chunks: int,
+    *,
+    per_session: int = 1,
+    split_giants: bool = False,
+) -> dict[str, tuple[int, ...]]:
+    """Each domain's chunks (0 to ``chunks - 1``): one, or with ``split_giants`` one a piece of
+    a domain holding more than an even share of the rows. Pieces and domains are placed by
+    expected sessions (rows over ``per_session``, at least one), most first, each on the chunk
+    with the fewest sessions so far, then the fewest rows (ties: the lower chunk); a domain's
+    pieces go to different chunks. Deterministic for the same counts."""
     if chunks < 1:
         raise ValueError("chunks must be 1 or more")
-    loads = [(0, index) for index in range(chunks)]
-    plan: dict[str, int] = {}
-    for domain, rows in sorted(domain_rows.items(), key=lambda item: (-item[1], item[0])):
-        load, index = heapq.heappop(loads)
-        plan[domain] = index
-        heapq.heappush(loads, (load + rows, index))
-    return plan
+    if per_session < 1:
+        raise ValueError("per_session must be 1 or more")
+    share = max(1, -(-sum(domain_rows.values()) // chunks))
+    units: list[tuple[int, int, str]] = []  # (sessions, rows, domain), one a piece
+    for domain, rows in domain_rows.items():
+        pieces = min(chunks, -(-rows // share)) if split_giants else 1
+        for piece in range(pieces):
+            part = rows // pieces + (1 if piece < rows % pieces else 0)
+            units.append((max(1, -(-part // per_session)), part, domain))
+    units.sort(key=lambda unit: (-unit[0], -unit[1], unit[2]))
+    loads = [(0, 0, index) for index in range(chunks)]
+    plan: dict[str, list[int]] = {}
+    for sessions, rows, domain in units:
+        taken = plan.setdefault(domain, [])
+        skipped = []
+        load = heapq.heappop(loads)
+        while load[2] in taken:  # a piece of this domain is there already
+            skipped.append(load)
+            load = heapq.heappop(loads)
+        taken.append(load[2])
+        heapq.heappush(loads, (load[0] + sessions, load[1] + rows, load[2]))
+        for other in skipped:
+            heapq.heappush(loads, other)
+    return {domain: tuple(places) for domain, places in plan.items()}
 
 
 def split_by_domain(
@@ -74,23 +107,31 @@ def split_by_domain(
     table: str | None = None,
     query: str | None = None,
     encoding: str | None = None,
+    shared_limits: str | None = None,
 ) -> list[str]:
     """Write ``source`` as up to ``chunks`` Parquet files in ``folder``, every domain in one
     file; return their paths. :data:`SPLIT_MANIFEST` beside them says what was split.
 
-    A chunk that would be empty is not written. The same input gives the same files, so a
-    retried split is harmless. Input errors are :class:`~listhygiene.errors.InputError`, as
-    ``clean`` raises them.
+    ``shared_limits`` is the store the chunk runs will share (``--shared-limits``; None: the
+    ``LISTHYGIENE_SHARED_LIMITS`` of the environment): with one, a domain holding more than an
+    even share of the rows is split across chunks. A chunk that would be empty is not written.
+    The same input gives the same files, so a retried split is harmless. Input errors are
+    :class:`~listhygiene.errors.InputError`, as ``clean`` raises them.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    from listhygiene.engine.settings import EngineSettings
     from listhygiene.pipeline.columns import find_email_column
     from listhygiene.pipeline.sources import open_source
 
     if chunks < 1:
         raise ValueError("chunks must be 1 or more")
+    settings = EngineSettings() if shared_limits is None else None
+    shared = settings.shared_limits if settings is not None else shared_limits
+    split_giants = bool(shared) and str(shared).strip().lower() != "none"
+    per_session = (settings or EngineSettings()).rcpt_per_session
     opened = open_source(source, table=table, query=query, encoding=encoding)
     column = find_email_column(
         opened.schema, opened.sample(), email_column, source_name=opened.info.name
@@ -112,9 +153,8 @@ def split_by_domain(
                 )
             )
         )
-    plan = plan_chunks(domain_rows, chunks)
-    known = pa.array(list(plan), pa.string())
-    places = pa.array(list(plan.values()), pa.int64())
+    plan = plan_chunks(domain_rows, chunks, per_session=per_session, split_giants=split_giants)
+    placing = _Placing.of(plan)
 
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
@@ -129,7 +169,7 @@ def split_by_domain(
             numbers = pa.array(range(total + 1, total + part.num_rows + 1), pa.int64())
             part = part.append_column(ROW_COLUMN, numbers)
             total += part.num_rows
-            which = _chunk_of(batch.column(index), known, places, chunks)
+            which = placing.chunks_of(batch.column(index), chunks)
             for chunk in sorted(set(which.tolist())):
                 rows = part.filter(pa.array(which == chunk))
                 if chunk not in writers:
@@ -151,6 +191,7 @@ def split_by_domain(
         "rows": total,
         "bad_records": [_record(r) for r in info.bad_records],
         "domains": len(domain_rows),
+        "split_domains": {d: len(places) for d, places in plan.items() if len(places) > 1},
         "chunks": paths,
     }
     (target / SPLIT_MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
@@ -160,30 +201,68 @@ def split_by_domain(
 def _domains(cells: "pa.Array") -> "pa.Array":
     """The domain of each cell's address as ``clean`` reads it (after its last ``@``); null
     where the cell holds none."""
-    import pyarrow.compute as pc
-
     from listhygiene.pipeline.prepare import clean_cells
 
-    found = pc.extract_regex(clean_cells(cells), r"@(?P<domain>[^@\s]+)$")
+    return _domains_of(clean_cells(cells))
+
+
+def _domains_of(text: "pa.Array") -> "pa.Array":
+    """The domains of cleaned cells (:func:`~listhygiene.pipeline.prepare.clean_cells`)."""
+    import pyarrow.compute as pc
+
+    found = pc.extract_regex(text, r"@(?P<domain>[^@\s]+)$")
     return pc.struct_field(found, "domain")
 
 
-def _chunk_of(cells: "pa.Array", known: "pa.Array", places: "pa.Array", chunks: int) -> "Any":
-    """Each row's chunk, as a numpy array: its domain's place, else a hash of its text."""
+class _Placing:
+    """A plan as arrays: each known domain's first piece's place in a flat list of chunks and
+    its number of pieces."""
+
+    def __init__(self, known: "pa.Array", first: "Any", pieces: "Any", places: "Any") -> None:
+        self.known, self.first, self.pieces, self.places = known, first, pieces, places
+
+    @classmethod
+    def of(cls, plan: Mapping[str, tuple[int, ...]]) -> "_Placing":
+        import numpy as np
+        import pyarrow as pa
+
+        pieces = np.array([len(p) for p in plan.values()], dtype=np.int64)
+        first = np.concatenate([[0], np.cumsum(pieces)[:-1]]).astype(np.int64)
+        places = np.array([c for p in plan.values() for c in p], dtype=np.int64)
+        return cls(pa.array(list(plan), pa.string()), first, pieces, places)
+
+    def chunks_of(self, cells: "pa.Array", chunks: int) -> "Any":
+        """Each row's chunk, as a numpy array: its domain's, or its piece's by a hash of its
+        text for a split domain; a hash of its text without a domain."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        from listhygiene.pipeline.prepare import clean_cells
+
+        text = clean_cells(cells)
+        at = pc.index_in(_domains_of(text), value_set=self.known)
+        found = pc.fill_null(at, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        known = found >= 0
+        placed = np.full(len(found), -1, dtype=np.int64)
+        pieces = np.ones(len(found), dtype=np.int64)
+        pieces[known] = self.pieces[found[known]]
+        hashed = (pieces > 1) | ~known
+        piece = np.zeros(len(found), dtype=np.int64)
+        if hashed.any():
+            piece[hashed] = _hashes(text, hashed)
+        placed[known] = self.places[self.first[found[known]] + piece[known] % pieces[known]]
+        placed[~known] = piece[~known] % chunks
+        return placed
+
+
+def _hashes(text: "pa.Array", rows: "Any") -> "Any":
+    """A stable hash of each chosen row's text (null: empty), as non-negative int64."""
     import numpy as np
     import pandas as pd
     import pyarrow.compute as pc
 
-    from listhygiene.pipeline.prepare import clean_cells
-
-    domains = _domains(cells)
-    at = pc.index_in(domains, value_set=known)
-    placed = pc.fill_null(pc.take(places, at), -1).to_numpy(zero_copy_only=False).copy()
-    loose = placed < 0
-    if loose.any():
-        text = pc.fill_null(clean_cells(cells), "").to_numpy(zero_copy_only=False).astype(object)
-        placed[loose] = (pd.util.hash_array(text[loose]) % np.uint64(chunks)).astype(np.int64)
-    return placed
+    cells = pc.fill_null(text, "").to_numpy(zero_copy_only=False).astype(object)[rows]
+    return (pd.util.hash_array(cells) >> np.uint64(1)).astype(np.int64)
 
 
 def _record(record: Any) -> dict[str, Any]:
@@ -434,7 +513,12 @@ def _merged_summary(
                 credits[key] = credits.get(key, 0) + value
         verdicts.update({k: int(v) for k, v in (part.get("verdicts") or {}).items()})
         for entry in part.get("top_domains") or []:
-            domains[entry["domain"]] = entry  # a domain is in one chunk only
+            # a domain is in one chunk, or a giant one in several (each lists it: it is big)
+            seen = domains.setdefault(entry["domain"], {"domain": entry["domain"], "rows": 0})
+            seen["rows"] += int(entry["rows"])
+            statuses = Counter(seen.get("by_status") or {})
+            statuses.update(entry.get("by_status") or {})
+            seen["by_status"] = dict(statuses)
     starts = [p.get("timings", {}).get("started_at") for p in parts]
     phases: Counter[str] = Counter()
     for part in parts:

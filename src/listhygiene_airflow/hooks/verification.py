@@ -178,6 +178,14 @@ class ListHygieneHook(BaseHook):
         return EngineSettings(**given)
 
     @property
+    def shared_limits(self) -> str:
+        """The store the local engines of the deployment's workers share (the ``shared_limits``
+        extra, else ``LISTHYGIENE_SHARED_LIMITS``); ``none`` for a remote backend or none set."""
+        if self.backend_name != "local":
+            return "none"
+        return self.engine_settings().shared_limits or "none"
+
+    @property
     def conn_id_text(self) -> str:
         return repr(self.listhygiene_conn_id)
 
