@@ -155,3 +155,32 @@ def test_the_store_comes_from_the_url(url: str | None, kind: type) -> None:
 def test_an_unknown_url_is_a_settings_error() -> None:
     with pytest.raises(ConfigurationError, match="--shared-limits 'mysql://x'"):
         open_host_state("mysql://x")
+
+
+@pytest.mark.parametrize("kind", ["redis", "postgresql"])
+async def test_the_store_counts_the_processes_that_share_it(
+    kind: str, new_pg_database: Callable[[], str]
+) -> None:
+    """What the fallback's share comes from (engine/pacing.py): each process joins, and is
+    counted until it closes (or dies: its lease expires)."""
+    if kind == "redis":
+        import redis
+
+        url = f"{REDIS_URL}/6"  # a database of this test's own: it counts every member
+        with redis.Redis.from_url(url) as client:
+            client.flushdb()
+        one: HostState = RedisHostState(url)
+        two: HostState = RedisHostState(url)
+    else:
+        url = new_pg_database()
+        one, two = PostgresHostState(url), PostgresHostState(url)
+    assert await one.members() == 0
+    assert await one.join() == 1
+    assert await two.join() == 2
+    assert await one.join() == 2  # joined once
+    await two.close()
+    assert await one.members() == 1
+    await one.close()
+    three = RedisHostState(url) if kind == "redis" else PostgresHostState(url)
+    assert await three.members() == 0
+    await three.close()

@@ -47,7 +47,18 @@ _ENGINE_OPTIONS = [
         help="Accept mail hosts on private or loopback addresses.",
     ),
     click.option(
-        "--socks-proxy", metavar="URL", help="socks5://host:port to reach port 25 through."
+        "--socks-proxy",
+        metavar="URL",
+        help="socks5://[user:pass@]host:port to reach port 25 through; or one per provider, "
+        "google=URL,microsoft=URL,*=URL (*: every other host; none: direct). Each proxy address "
+        "has budgets of its own (docs/engine.md). [env: LISTHYGIENE_SOCKS_PROXY]",
+    ),
+    click.option(
+        "--provider-limits",
+        metavar="FILE",
+        help="TOML file of per-provider budgets over the shipped defaults: [google] "
+        "concurrency = 3, rate = 1.0 (docs/engine.md, Per-provider budgets and proxies). "
+        "[env: LISTHYGIENE_PROVIDER_LIMITS]",
     ),
     click.option(
         "--shared-limits",
@@ -87,6 +98,7 @@ _NAMES = (
     "smtp_timeout",
     "allow_private_mx",
     "socks_proxy",
+    "provider_limits",
     "shared_limits",
     "lists_dir",
 )
@@ -102,6 +114,7 @@ def build_settings(overrides: dict[str, Any]) -> Any:
         return EngineSettings(**overrides)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
         )
         raise click.UsageError(f"invalid engine settings: {problems}") from None

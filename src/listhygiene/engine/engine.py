@@ -153,6 +153,8 @@ class Engine:
         connection); the engine can be used again afterwards."""
         state, self._host_state = self._host_state, None
         if state is not None:
+            if self._context is not None:
+                await self._context.fleet.settle()  # what it was telling the fleet lands first
             await state.close()
             self._resolver = None  # the next use opens everything again
 

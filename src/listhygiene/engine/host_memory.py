@@ -6,17 +6,35 @@ limits, how long it holds a refusal): the prober lowers and raises it as replies
 keeps those facts and the providers' bans in the fleet's host state
 (``engine/host_state.py``): a worker reads what the others learnt before its sessions to a
 host, and writes what it learnt after, so the fleet trips a host's limit once, not once a worker.
+
+Two more facts go the same way (PRODUCT.md: "greylisting retry times, a domain's catch-all
+answer"):
+
+- **A host's greylisting** (``retry.HostGreylisting``: the shortest wait after which one of its
+  refused triplets passed, the longest after which one was still refused), under ``host:<ip>``
+  as ``greylist_passed`` and ``greylist_refused``. A worker reads them when it decides when to
+  retry (as one process consults its own memory then) and writes them, merged with the store's,
+  after a session that changed them: the fleet sends a greylisting host no more early retries
+  than one process would. A triplet's own pass is not shared: the host keys it by the client's
+  address, sender and recipient, which are each worker's own.
+- **A domain's catch-all answer** (``domain:<domain>``: ``catch_all`` true or false, and
+  ``catch_all_host``, the host that gave it), read before the domain's catch-all probe, which is
+  then not sent. Only an answer is shared: a probe refused for now (greylisted, rate limited), or
+  refused for a reason that says nothing of the mailbox (blocked), leaves nothing in the store,
+  and the next worker probes for itself. Two workers probing at once both write the same answer.
 """
 
 import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from listhygiene.engine.host_state import HostState, HostStateError
+from listhygiene.engine.retry import HostGreylisting
+from listhygiene.engine.trace import active
 
 __all__ = ["FACT_SECONDS", "FleetMemory", "HostLimits"]
 
@@ -90,6 +108,7 @@ class FleetMemory:
         self.shared = shared
         self._synced: dict[str, float] = {}
         self._written: dict[str, dict[str, Any]] = {}
+        self._greylisting_written: dict[str, dict[str, Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._lost = False
 
@@ -150,6 +169,91 @@ class FleetMemory:
             with contextlib.suppress(HostStateError):
                 await shared.learn(key, "banned_until", time.time() + seconds, seconds)
 
-        task = asyncio.get_running_loop().create_task(write())
+        self._spawn(write())
+
+    async def read_greylisting(self, ip: str, greylisting: dict[str, HostGreylisting]) -> None:
+        """Before deciding when to retry a refusal of ``ip``: what the fleet's triplets showed of
+        its greylisting, into ``greylisting`` (host address -> what this worker knows)."""
+        if not self.on:
+            return
+        assert self.shared is not None
+        try:
+            facts = await self.shared.facts(f"host:{ip}")
+        except HostStateError:
+            self._lost = True
+            return
+        if "greylist_passed" in facts or "greylist_refused" in facts:
+            greylisting.setdefault(ip, HostGreylisting()).merge(facts)
+
+    async def write_greylisting(self, ip: str, greylisting: HostGreylisting | None) -> None:
+        """After a session to ``ip``: what its greylisting showed, if that changed; merged with
+        the store's first, so that a worker that had not read it yet does not undo it."""
+        if not self.on or greylisting is None:
+            return
+        facts = greylisting.facts()
+        if not facts or self._greylisting_written.get(ip) == facts:
+            return
+        assert self.shared is not None
+        key = f"host:{ip}"
+        try:
+            greylisting.merge(await self.shared.facts(key))
+            facts = greylisting.facts()
+            for name, value in facts.items():
+                await self.shared.learn(key, name, value, FACT_SECONDS)
+        except HostStateError:
+            self._lost = True
+            return
+        self._greylisting_written[ip] = facts
+
+    async def read_catch_all(self, domain: str) -> bool | None:
+        """Before ``domain``'s catch-all probe: the fleet's answer, if a worker got one."""
+        if not self.on:
+            return None
+        assert self.shared is not None
+        try:
+            facts = await self.shared.facts(f"domain:{domain}")
+        except HostStateError:
+            self._lost = True
+            return None
+        answer = facts.get("catch_all")
+        if not isinstance(answer, bool):
+            return None
+        trace = active()
+        if trace is not None:
+            said = "accepts any local part" if answer else "refuses an unknown local part"
+            host = facts.get("catch_all_host")
+            trace.add(
+                "note",
+                f"catch-all: {domain} {said}, as another worker's probe"
+                + (f" to {host}" if isinstance(host, str) else "")
+                + " found (shared store): no probe sent",
+            )
+        return answer
+
+    def write_catch_all(self, domain: str, answer: bool | None, ip: str) -> None:
+        """``domain``'s catch-all probe got an answer from ``ip``: tell the fleet, without
+        waiting (:meth:`settle` waits). ``None`` (no answer) is never shared."""
+        if not self.on or answer is None:
+            return
+        assert self.shared is not None
+        shared = self.shared
+        key = f"domain:{domain}"
+
+        async def write() -> None:
+            try:
+                await shared.learn(key, "catch_all_host", ip, FACT_SECONDS)
+                await shared.learn(key, "catch_all", answer, FACT_SECONDS)
+            except HostStateError:
+                self._lost = True
+
+        self._spawn(write())
+
+    def _spawn(self, write: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(write)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def settle(self) -> None:
+        """Wait for the writes under way (before the store is closed)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)

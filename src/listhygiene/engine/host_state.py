@@ -46,9 +46,13 @@ __all__ = [
 
 #: Seconds a lease lives unless renewed: a process that dies gives its slots back within this.
 LEASE_SECONDS = 30.0
+#: The key whose leases are the processes sharing the store (:meth:`HostState.join`).
+MEMBERS_KEY = "fleet:members"
 #: How long a refused acquirer waits before asking again when sessions, not a rate, are full.
 _POLL_SECONDS = 0.05
 _PREFIX = "lh:"
+#: Connections of a process to a Redis store: calls beyond them wait their turn.
+_REDIS_CONNECTIONS = 16
 
 
 class HostStateError(StorageError):
@@ -94,6 +98,24 @@ class HostState(ABC):
 
     def __init__(self) -> None:
         self._held = _Held()
+        self._member: Lease | None = None
+
+    # -- the fleet's processes ------------------------------------------------------------------
+
+    async def join(self) -> int:
+        """Count this process among the store's (a lease renewed while it lives, given back at
+        :meth:`close` or when it dies) and return how many there are now."""
+        if self._member is None:
+            self._member = await self.acquire([Budget(MEMBERS_KEY, 1 << 30, float(1 << 30))])
+        return await self.members()
+
+    async def members(self) -> int:
+        """How many processes share the store now (at least this one, once joined)."""
+        return max(await self.holders(MEMBERS_KEY), 1 if self._member else 0)
+
+    @abstractmethod
+    async def holders(self, key: str) -> int:
+        """How many leases of ``key`` are alive."""
 
     # -- session slots ---------------------------------------------------------------------------
 
@@ -160,6 +182,10 @@ class HostState(ABC):
     async def _renew(self, leases: Sequence[Lease]) -> None: ...
 
     async def close(self) -> None:
+        member, self._member = self._member, None
+        if member is not None:
+            with contextlib.suppress(HostStateError):  # else it expires by itself
+                await self.release(member)
         renewer = self._held.renewer
         if renewer is not None:
             renewer.cancel()
@@ -210,6 +236,10 @@ class LocalHostState(HostState):
     async def _release(self, lease: Lease) -> None:
         for key in lease.keys:
             self._leases.get(key, {}).pop(lease.id, None)
+
+    async def holders(self, key: str) -> int:
+        now = time.monotonic()
+        return sum(1 for until in self._leases.get(key, {}).values() if until > now)
 
     async def _renew(self, leases: Sequence[Lease]) -> None:
         until = time.monotonic() + self.lease_seconds
@@ -270,6 +300,11 @@ end
 return 0
 """
 
+_REDIS_HOLDERS = """
+local t = redis.call('TIME')
+return redis.call('ZCOUNT', KEYS[1], '(' .. (tonumber(t[1]) + tonumber(t[2]) / 1000000), '+inf')
+"""
+
 _REDIS_FACTS = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -309,10 +344,21 @@ class RedisHostState(HostState):
         import redis.asyncio as redis
 
         self.url = url
-        self._client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        # A bounded pool that makes a burst wait for a connection (a run starts hundreds of
+        # domains at once, each asking the store), where redis-py's default pool refuses the
+        # 101st caller ("Too many connections") and the engine would lose the fleet's budget.
+        pool = redis.BlockingConnectionPool.from_url(
+            url,
+            max_connections=_REDIS_CONNECTIONS,
+            timeout=5,
+            socket_timeout=5,
+            socket_connect_timeout=5,
+        )
+        self._client = redis.Redis.from_pool(pool)
         self._try_script = self._client.register_script(_REDIS_TRY)
         self._renew_script = self._client.register_script(_REDIS_RENEW)
         self._facts_script = self._client.register_script(_REDIS_FACTS)
+        self._holders_script = self._client.register_script(_REDIS_HOLDERS)
 
     @contextlib.asynccontextmanager
     async def _errors(self) -> AsyncIterator[None]:
@@ -339,6 +385,10 @@ class RedisHostState(HostState):
             for key in lease.keys:
                 pipe.zrem(f"{_PREFIX}{key}:leases", lease.id)
             await pipe.execute()
+
+    async def holders(self, key: str) -> int:
+        async with self._errors():
+            return int(await self._holders_script(keys=[f"{_PREFIX}{key}:leases"], args=[]))
 
     async def _renew(self, leases: Sequence[Lease]) -> None:
         keys: list[str] = []
@@ -474,6 +524,14 @@ class PostgresHostState(HostState):
             (lease.id, list(lease.keys)),
         )
 
+    async def holders(self, key: str) -> int:
+        rows = await self._call(
+            "SELECT count(*) FROM listhygiene_host_leases WHERE key = %s "
+            "AND expires_at > extract(epoch FROM clock_timestamp())",
+            (key,),
+        )
+        return int(rows[0][0])
+
     async def _renew(self, leases: Sequence[Lease]) -> None:
         await self._call(
             "UPDATE listhygiene_host_leases SET expires_at = "
@@ -547,13 +605,20 @@ def open_host_state(url: str | None) -> HostState:
 
 
 def budgets_for(
-    address: str, provider: str | None, limits: Mapping[str, tuple[int, float]]
+    address: str,
+    provider: str | None,
+    limits: Mapping[str, tuple[int, float]],
+    via: str | None = None,
 ) -> list[Budget]:
     """The budgets one session takes: its host address's, and its provider's when it has one
-    (``limits``: ``"host"`` and provider names -> (sessions at once, new sessions a second))."""
+    (``limits``: ``"host"``, ``"provider"`` for a provider not in it, and provider names ->
+    (sessions at once, new sessions a second)). Through a proxy (``via``, its address
+    ``host:port``) the host and the provider see the proxy's address, so its sessions have
+    budgets of their own, ``host:ADDRESS via PROXY``; without one the keys are as they were."""
+    suffix = f" via {via}" if via else ""
     concurrency, rate = limits["host"]
-    out = [Budget(f"host:{address}", concurrency, rate)]
+    out = [Budget(f"host:{address}{suffix}", concurrency, rate)]
     if provider is not None:
         concurrency, rate = limits.get(provider, limits["provider"])
-        out.append(Budget(f"provider:{provider}", concurrency, rate))
+        out.append(Budget(f"provider:{provider}{suffix}", concurrency, rate))
     return out

@@ -13,8 +13,15 @@ hold whatever the lane: fairness only changes who goes next (docs/service.md, "F
 Big providers (Google, Microsoft, Yahoo, ...: ``engine/providers.py``) judge a client by all its
 sessions to any of their MX hosts, and answer a client that goes too fast with a rate ban
 (Gmail's 421 4.7.28) for the whole provider. So the MX hosts of one provider share one more
-budget, ``provider_concurrency`` sessions at once and ``provider_rate`` new ones a second, taken
-after the host's slot (docs/engine.md, "Hosts that defend themselves").
+budget, taken after the host's slot: each provider's own sessions at once and new sessions a
+second (``engine/provider_limits.py``: the shipped defaults under ``provider_concurrency`` and
+``provider_rate``, a ``provider_limits`` file over them; docs/engine.md, "Per-provider budgets
+and proxies").
+
+A host reached through a SOCKS proxy (``socks_proxy``, one per provider or one for all) sees the
+proxy's address: the budgets of such a session, the host's and the provider's, are held per
+proxy address (``host:port``), so two proxies of one provider have two budgets. A session without
+a proxy keeps the budgets, and the keys in a shared store, it always had.
 
 With ``shared_limits`` (a fleet of processes, docs/deploy.md) a session also takes a slot of the
 same budgets in the shared host state, after this process's own: the fleet then holds no more
@@ -30,6 +37,7 @@ from collections.abc import AsyncIterator
 
 from listhygiene.engine.fairness import FairSlots, Lane, current_lane
 from listhygiene.engine.host_state import HostState, HostStateError, Lease, budgets_for
+from listhygiene.engine.proxies import proxy_address
 from listhygiene.engine.settings import EngineSettings
 
 log = logging.getLogger(__name__)
@@ -82,8 +90,11 @@ class Pacer:
         # work, which would otherwise wait for a bulk session to end
         reserve = max(1, settings.concurrency // 10) if settings.concurrency > 1 else 0
         self._run = FairSlots(settings.concurrency, bulk_limit=settings.concurrency - reserve)
-        self._hosts: dict[str, _Budget] = {}
-        self._providers: dict[str, _Budget] = {}
+        #: Each big provider's (sessions at once, new sessions a second); read once.
+        self._provider_limits = settings.provider_budgets()
+        # budgets by (host address or provider, proxy address: None without a proxy)
+        self._hosts: dict[tuple[str, str | None], _Budget] = {}
+        self._providers: dict[tuple[str, str | None], _Budget] = {}
         self.active = 0
         self.max_active = 0
         #: Sessions opened, and the most open at once to one host address / one provider.
@@ -91,34 +102,48 @@ class Pacer:
         self.max_one_host = 0
         self.max_one_provider = 0
 
-    def _host(self, address: str) -> _Budget:
-        return self._budget(self._hosts, address, "host")
+    def via(self, provider: str | None) -> str | None:
+        """The proxy address the sessions to a host of ``provider`` go through (None: a host of
+        no big provider), as their budgets are keyed; None without a proxy."""
+        url = self.settings.proxy_for(provider)
+        return None if url is None else proxy_address(url)
 
-    def _provider(self, name: str) -> _Budget:
-        return self._budget(self._providers, name, "provider")
+    def _host(self, address: str, via: str | None) -> _Budget:
+        return self._budget(self._hosts, (address, via), "host")
 
-    def _budget(self, budgets: dict[str, _Budget], key: str, kind: str) -> _Budget:
+    def _provider(self, name: str, via: str | None) -> _Budget:
+        return self._budget(self._providers, (name, via), name)
+
+    def _budget(
+        self, budgets: dict[tuple[str, str | None], _Budget], key: tuple[str, str | None], kind: str
+    ) -> _Budget:
         budget = budgets.get(key)
         if budget is None:
-            budget = budgets[key] = _Budget(*self._limits()[kind])
+            limits = self._limits()
+            budget = budgets[key] = _Budget(*limits.get(kind, limits["provider"]))
         return budget
 
     def _limits(self) -> dict[str, tuple[int, float]]:
+        """``"host"``, ``"provider"`` (a provider of no budget of its own) and each provider's
+        name -> (sessions at once, new sessions a second)."""
         settings = self.settings
         limits = {
             "host": (settings.host_concurrency, settings.host_rate),
             "provider": (settings.provider_concurrency, settings.provider_rate),
+            **self._provider_limits,
         }
         if self._alone:
             limits = {k: (1, rate / 2) for k, (_, rate) in limits.items()}
         return limits
 
-    async def _shared_slot(self, address: str, provider: str | None) -> Lease | None:
+    async def _shared_slot(
+        self, address: str, provider: str | None, via: str | None
+    ) -> Lease | None:
         """A slot of the fleet's budgets; None when there is no fleet, or it was lost."""
         if self.shared is None or self._alone:
             return None
         try:
-            return await self.shared.acquire(budgets_for(address, provider, self._limits()))
+            return await self.shared.acquire(budgets_for(address, provider, self._limits(), via))
         except HostStateError as exc:
             self._go_alone(exc)
             return None
@@ -147,8 +172,10 @@ class Pacer:
     ) -> None:
         """The host said too many connections: one session fewer at once to it, or to its
         provider when it has one, than were open when it said so, from now on. ``slower`` (a
-        ban) halves both the sessions at once and the new sessions a second."""
-        budget = self._host(address) if provider is None else self._provider(provider)
+        ban) halves both the sessions at once and the new sessions a second. Through a proxy,
+        the budget of that proxy's address."""
+        via = self.via(provider)
+        budget = self._host(address, via) if provider is None else self._provider(provider, via)
         held = min(budget.slots.slots, budget.active)
         budget.slots.shrink(held // 2 if slower else held - 1)
         if slower:
@@ -157,12 +184,14 @@ class Pacer:
     @contextlib.asynccontextmanager
     async def session(self, address: str, provider: str | None = None) -> AsyncIterator[None]:
         """A slot for one session to ``address``, and to ``provider``'s budget when the host
-        belongs to a big provider (None: a host of its own)."""
+        belongs to a big provider (None: a host of its own); through the proxy of the host's
+        provider, the budgets of that proxy's address."""
         lane = current_lane()
+        via = self.via(provider)
         while True:
             stack = contextlib.AsyncExitStack()
             try:
-                taken = await self._take(stack, address, provider, lane)
+                taken = await self._take(stack, address, provider, via, lane)
             except BaseException:
                 await stack.aclose()
                 raise
@@ -170,7 +199,8 @@ class Pacer:
                 break
             # the fleet's store was lost while this waited: again, under the careful budget
             await stack.aclose()
-        host, budget = self._host(address), self._provider(provider) if provider else None
+        host = self._host(address, via)
+        budget = self._provider(provider, via) if provider else None
         self.active += 1
         self.sessions += 1
         self.max_active = max(self.max_active, self.active)
@@ -189,19 +219,24 @@ class Pacer:
             await stack.aclose()
 
     async def _take(
-        self, stack: contextlib.AsyncExitStack, address: str, provider: str | None, lane: Lane
+        self,
+        stack: contextlib.AsyncExitStack,
+        address: str,
+        provider: str | None,
+        via: str | None,
+        lane: Lane,
     ) -> bool:
         """The host's slot, its provider's, the fleet's (``shared_limits``), the run's, in
         ``stack``; False when the fleet's store was found lost meanwhile."""
-        host = self._host(address)
+        host = self._host(address, via)
         await stack.enter_async_context(host.slots.hold(lane))
         await host.bucket.take()
         if provider is not None:
-            budget = self._provider(provider)
+            budget = self._provider(provider, via)
             await stack.enter_async_context(budget.slots.hold(lane))
             await budget.bucket.take()
         alone = self._alone
-        lease = await self._shared_slot(address, provider)
+        lease = await self._shared_slot(address, provider, via)
         if lease is not None:
             stack.push_async_callback(self._shared_release, lease)
         elif self._alone and not alone:

@@ -306,6 +306,8 @@ class DomainProber:
             if retrying:
                 tried = max(tried, self._last_refusal - self._first_refusal)
             ip = self._refusing_ip
+            if ip:  # what the fleet's triplets showed of the host's greylisting, if shared
+                await self.ctx.fleet.read_greylisting(ip, self.ctx.greylisting)
             target = next_retry(
                 schedule=self.settings.retry_delays,
                 max_wait=self.settings.retry_max_wait,
@@ -341,6 +343,11 @@ class DomainProber:
         sleep) up to ``host_concurrency`` sessions share the domain's recipients: the waits are
         the host's, and two sessions wait them side by side (docs/engine.md, "Hosts that defend
         themselves")."""
+        if self.ctx.catch_all.get(self.domain) is None:
+            known = await self.ctx.fleet.read_catch_all(self.domain)
+            if known is not None:  # another worker's probe answered (shared store): no probe
+                self.ctx.catch_all[self.domain] = known
+                self._release_held()
         self.deferred = {}
         self._named = None
         self._probe_due = self.ctx.catch_all.get(self.domain) is None
@@ -538,7 +545,7 @@ class DomainProber:
                     ip,
                     self.settings.smtp_port,
                     step_seconds=self.settings.smtp_timeout,
-                    proxy=self.settings.socks_proxy,
+                    proxy=self.settings.proxy_for(provider),
                 )
                 await self._open(client, ip)
             except _SessionRefused:
@@ -608,6 +615,7 @@ class DomainProber:
         finally:
             await opened.slot.aclose()
             await self.ctx.fleet.write_host(opened.ip, self.ctx.limits(opened.ip))
+            await self.ctx.fleet.write_greylisting(opened.ip, self.ctx.greylisting.get(opened.ip))
 
     async def _transactions(
         self, client: SmtpClient, ip: str, pending: deque[Address], *, main: bool = True
@@ -912,6 +920,8 @@ class DomainProber:
             self.ctx.catch_all[self.domain] = False
         if meaning in _FINAL:
             self._note_answer(_PROBE, ip)
+            # an answer, never a refusal for now or a block, is the fleet's (shared store)
+            self.ctx.fleet.write_catch_all(self.domain, self.ctx.catch_all.get(self.domain), ip)
         self._probe_deferred = None
         self._release_held()  # whatever the probe said, it will not be asked again this round
         return meaning

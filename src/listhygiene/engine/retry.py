@@ -11,11 +11,18 @@ refusal, and each retry goes at the shortest wait that can pass:
 2. else the wait that already passed on the same host (a host keeps one delay for all triplets);
 3. else the next point of the ``retry_delays`` schedule, skipping points already known to fail
    (this domain's own retries, and the host's refusals of other triplets).
+
+What a host's greylisting has shown (:class:`HostGreylisting`) is the host's, not a triplet's: a
+fleet sharing a store shares it (``host_memory.FleetMemory``), so a worker retries at the wait
+another learnt to pass and never at one another learnt to fail.
 """
 
+import contextlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Any
 
 __all__ = ["HostGreylisting", "margin", "named_delay", "next_retry"]
 
@@ -72,6 +79,27 @@ class HostGreylisting:
 
     def saw_refusal(self, waited: float) -> None:
         self.refused = max(self.refused, waited)
+
+    def facts(self) -> dict[str, Any]:
+        """What a fleet shares of it (``host:<ip>`` in the store): nothing before it shows."""
+        facts: dict[str, Any] = {}
+        if self.passed is not None:
+            facts["greylist_passed"] = round(self.passed, 3)
+        if self.refused:
+            facts["greylist_refused"] = round(self.refused, 3)
+        return facts
+
+    def merge(self, facts: Mapping[str, Any]) -> None:
+        """Take what another worker's triplets showed: the shorter wait that passed, the
+        longer one still refused (the host keeps one delay for every triplet)."""
+        for name, saw in (
+            ("greylist_passed", self.saw_pass),
+            ("greylist_refused", self.saw_refusal),
+        ):
+            with contextlib.suppress(TypeError, ValueError):
+                waited = float(facts[name]) if facts.get(name) is not None else -1.0
+                if 0.0 <= waited <= _MAX_NAMED:  # a wait, not garbage
+                    saw(waited)
 
 
 def next_retry(

@@ -8,10 +8,14 @@ retries and have safe defaults.
 import functools
 import ipaddress
 import socket
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from listhygiene.engine.provider_limits import provider_budgets, read_provider_limits
+from listhygiene.engine.proxies import parse_proxies
 
 __all__ = ["EngineSettings"]
 
@@ -42,10 +46,15 @@ class EngineSettings(BaseSettings):
     #: New SMTP sessions per second to one mail host.
     host_rate: float = Field(default=5.0, gt=0)
     #: SMTP sessions open at once to the MX hosts of one big provider together (Google,
-    #: Microsoft, Yahoo, ...: ``mx_provider``), which judge a client by all its sessions.
+    #: Microsoft, Yahoo, ...: ``mx_provider``), which judge a client by all its sessions: the
+    #: most the shipped per-provider defaults give, and the budget of a provider they do not
+    #: name (``provider_limits``; docs/engine.md, "Per-provider budgets and proxies").
     provider_concurrency: int = Field(default=5, ge=1)
-    #: New SMTP sessions per second to the MX hosts of one big provider together.
+    #: New SMTP sessions per second to the MX hosts of one big provider together (as above).
     provider_rate: float = Field(default=2.0, gt=0)
+    #: A TOML file of per-provider budgets (``[google]`` ``concurrency = 3`` ``rate = 1.0``)
+    #: over the shipped defaults (``engine/data/provider_limits.toml``), given as they are.
+    provider_limits: Path | None = None
     #: Refused commands one SMTP session may collect before it ends and the next one goes on:
     #: Postfix holds every reply of a session that has made 10 errors (``smtpd_soft_error_limit``)
     #: and ends it at 20; lowered per host when a host shows a lower limit (docs/engine.md).
@@ -74,7 +83,9 @@ class EngineSettings(BaseSettings):
     retry_max_wait: float = Field(default=60.0, ge=0)
     #: Offer STARTTLS when the server supports it (certificates are not verified).
     starttls: bool = True
-    #: ``socks5://[user:pass@]host:port`` to reach port 25 through, where it is blocked.
+    #: ``socks5://[user:pass@]host:port`` to reach port 25 through, where it is blocked; or
+    #: one per provider, ``google=URL,microsoft=URL,*=URL`` (``*``: every other host, ``none``:
+    #: direct). The budgets of a session through a proxy are held per proxy address.
     socks_proxy: str | None = None
     #: DNS blocklist zones to look the mail host's address up in (none: not checked).
     dnsbl_zones: Annotated[tuple[str, ...], NoDecode] = ()
@@ -123,6 +134,28 @@ class EngineSettings(BaseSettings):
             require_extra("fleet", f"--shared-limits {value}")
         return value
 
+    @field_validator("provider_limits", mode="before")
+    @classmethod
+    def _no_file(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in ("", "none"):
+            return None
+        return value
+
+    @field_validator("provider_limits")
+    @classmethod
+    def _provider_limits_file(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            read_provider_limits(value)  # raises ConfigurationError naming the file
+        return value
+
+    @field_validator("socks_proxy")
+    @classmethod
+    def _proxies(cls, value: str | None) -> str | None:
+        if value and value.strip().lower() == "none":
+            return None
+        parse_proxies(value)  # raises ConfigurationError with the reason
+        return value  # as given: it is part of a run's fingerprint (pipeline/backends.py)
+
     @field_validator("lists_dir")
     @classmethod
     def _lists_folder(cls, value: str | None) -> str | None:
@@ -137,6 +170,19 @@ class EngineSettings(BaseSettings):
         if not self.mail_from:
             object.__setattr__(self, "mail_from", f"verify@{self.helo}")
         return self
+
+    def provider_budgets(self) -> dict[str, tuple[int, float]]:
+        """Each big provider's (SMTP sessions at once, new sessions a second): the shipped
+        defaults capped by ``provider_concurrency`` and ``provider_rate``, ``provider_limits``
+        over them (the file is read again: call once per engine)."""
+        return provider_budgets(
+            self.provider_limits, concurrency=self.provider_concurrency, rate=self.provider_rate
+        )
+
+    def proxy_for(self, provider: str | None) -> str | None:
+        """The SOCKS proxy URL of a session to a host of ``provider`` (None: a host of no big
+        provider); None to go direct."""
+        return parse_proxies(self.socks_proxy).url_for(provider)
 
     @property
     def nameserver(self) -> tuple[str, int] | None:

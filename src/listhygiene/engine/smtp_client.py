@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from listhygiene.engine.proxies import proxy_address
 from listhygiene.engine.trace import active
 
 __all__ = [
@@ -155,7 +156,8 @@ class SmtpClient:
             took = (time.perf_counter() - started) * 1000
             trace.add("connect", f"failed: {exc}", took_ms=took, peer=peer)
             raise
-        trace.add("connect", "connected", took_ms=(time.perf_counter() - started) * 1000, peer=peer)
+        how = f"connected via proxy {proxy_address(proxy)}" if proxy else "connected"
+        trace.add("connect", how, took_ms=(time.perf_counter() - started) * 1000, peer=peer)
         client._peer = peer
         return client
 
@@ -180,7 +182,8 @@ class SmtpClient:
         except (OSError, ValueError) as exc:
             raise SmtpConnectError(f"connect to {address}:{port}: {exc}") from None
         except Exception as exc:  # python-socks' ProxyError and friends
-            raise SmtpConnectError(f"connect to {address}:{port} via proxy: {exc}") from None
+            via = proxy_address(proxy) if proxy else "?"
+            raise SmtpConnectError(f"connect to {address}:{port} via proxy {via}: {exc}") from None
         return cls(reader, writer, timeout)
 
     # -- replies ---------------------------------------------------------------------------------
