@@ -22,11 +22,27 @@ figures (figures taken at a load over 1.5 are upper bounds)::
 
     .venv/bin/python benchmarks/fleet.py                    # 10,000 addresses, 2 chunks
     .venv/bin/python benchmarks/fleet.py --chunks 4 --json
+
+**The defended round** (``--round defended``, issue 26; docs/deploy.md, "One budget for the
+fleet"): a world whose mail hosts defend themselves as a fleet meets them. ``--hosts`` shared
+hosting servers (four domains each, so a split by domain sends each to both processes)
+each allow two connections at once from one client and answer ``421`` past that; a third of the
+addresses are on one big provider (``google``: a consumer domain and Workspace domains, MX hosts
+under ``google.com``) whose front door allows the engine's own Google budget (sessions at once,
+and new sessions over ten seconds) and bans a client that goes past it (``421 4.7.28``, for
+``--ban-seconds``). The list is cleaned by one process, then split by domain and cleaned by
+``--chunks`` processes at once with a shared store (``--shared-limits``, the machine's Redis by
+default) and without one. Printed for each: wall time, limits met and bans as the hosts counted
+them, hosts and providers above their limit of sessions at once, verdicts differing from the one
+process's, and how the big provider's addresses were spread over the processes::
+
+    .venv/bin/python benchmarks/fleet.py --round defended            # 3,000 addresses, 300 hosts
 """
 
 import argparse
 import hashlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -150,8 +166,220 @@ def figures(counts: Mapping[str, int], single: Mapping[str, int], seconds: float
     }
 
 
+#: The big provider's MX hosts: names under google.com, which the engine reads as Google's.
+GOOGLE_HOSTS = ("gmail-smtp-in.l.google.com", "alt1.gmail-smtp-in.l.google.com")
+#: Domains on each shared hosting server: a split by domain sends some to each process.
+DOMAINS_A_HOST = 4
+#: How many new sessions the provider counts together (its window).
+PROVIDER_WINDOW_SECONDS = 10
+
+
+def defended_world(
+    hosts: int, addresses: int, latency_ms: int, ban_seconds: float
+) -> tuple[dict[str, Any], list[str], dict[str, int]]:
+    """The world, the list (every third address on the provider) and the hosts' limits."""
+    from listhygiene.engine.provider_limits import provider_budgets
+    from listhygiene.engine.settings import EngineSettings
+
+    settings = EngineSettings()
+    google = provider_budgets(
+        settings.provider_limits,
+        concurrency=settings.provider_concurrency,
+        rate=settings.provider_rate,
+    )["google"]
+    concurrency, rate = int(google[0]), float(google[1])
+    per_host = min(2, settings.host_concurrency)
+    domains: dict[str, Any] = {}
+    host_specs: dict[str, Any] = {}
+    people = [f"user{i}" for i in range(8)]
+    for i in range(hosts):
+        host = f"mx{i}.hosting.test"
+        host_specs[host] = {"latency_ms": latency_ms, "max_connections_per_client": per_host}
+        for j in range(DOMAINS_A_HOST):
+            domains[f"org{i}-{j}.test"] = {
+                "mx": [{"preference": 10, "host": host}],
+                "mailboxes": people,
+            }
+    google_domains = ["gmail.test", *[f"workspace{i}.test" for i in range(20)]]
+    for name in google_domains:
+        domains[name] = {
+            "mx": [{"preference": 5 * (k + 1), "host": h} for k, h in enumerate(GOOGLE_HOSTS)],
+            "mailboxes": people,
+        }
+    for host in GOOGLE_HOSTS:
+        host_specs[host] = {"latency_ms": latency_ms}
+    world = {
+        "domains": domains,
+        "hosts": host_specs,
+        "providers": {
+            "google": {
+                "hosts": list(GOOGLE_HOSTS),
+                "max_concurrent": concurrency,
+                # the engine's burst (its sessions at once) and its rate over the window, with
+                # a tenth to spare: a provider's limit is not the budget's to the session
+                "max_sessions": concurrency + math.ceil(rate * PROVIDER_WINDOW_SECONDS * 1.1),
+                "window_ms": PROVIDER_WINDOW_SECONDS * 1000,
+                "ban_ms": int(ban_seconds * 1000),
+                "style": "gmail",
+            }
+        },
+    }
+    small = [d for d in domains if d.startswith("org")]
+    listed = []
+    for n in range(addresses):
+        # a third on the provider (half of those on the consumer domain), the rest spread
+        if n % 3 == 0:
+            domain = "gmail.test" if n % 6 == 0 else google_domains[1 + (n // 6) % 20]
+        else:
+            domain = small[(n * 7919) % len(small)]
+        local = people[(n // 5) % len(people)] if n % 10 else f"nobody{n}"
+        listed.append(f"{local}@{domain}")
+    limits = {host: per_host for host in host_specs if host not in GOOGLE_HOSTS}
+    return world, listed, {**limits, "google": concurrency}
+
+
+def statuses(folder: Path) -> dict[str, tuple[str, str | None]]:
+    """Each address's status and reason in an output folder."""
+    import pyarrow.parquet as pq
+
+    from listhygiene.pipeline.quality import STATUSES
+
+    out: dict[str, tuple[str, str | None]] = {}
+    for status in STATUSES:
+        table = pq.read_table(folder / f"{status}.parquet", columns=["email", "status", "reason"])
+        emails, found, reasons = (table.column(c).to_pylist() for c in table.column_names)
+        for email, st, reason in zip(emails, found, reasons, strict=True):
+            out[email] = (st, reason)
+    return out
+
+
+def defended_figures(sandbox: Sandbox, limits: Mapping[str, int], seconds: float) -> dict[str, Any]:
+    """What the hosts counted: limits met, bans, the most sessions at once, above the limit."""
+    said = sandbox.defence_report()
+    over = {
+        host: sandbox.stats(host).max_active
+        for host, cap in limits.items()
+        if host != "google" and sandbox.stats(host).max_active > cap
+    }
+    provider = said["providers"]["google"]
+    return {
+        "wall_seconds": round(seconds, 2),
+        "limits_met": said["limits_met"],
+        "bans": said["bans"],
+        "hosts_above_their_limit": len(over),
+        "most_at_once_one_host": max(
+            (sandbox.stats(h).max_active for h in limits if h != "google"), default=0
+        ),
+        "provider_most_at_once": provider["max_active"],
+        "provider_limit": limits["google"],
+        "provider_bans": provider["bans"],
+    }
+
+
+def defended_round(args: argparse.Namespace) -> dict[str, Any]:
+    """One process; ``--chunks`` processes with a shared store; the same without one."""
+    world, listed, limits = defended_world(
+        args.hosts, args.addresses, args.latency_ms, args.ban_seconds
+    )
+    timeouts = (args.smtp_timeout, args.dns_timeout)
+    report: dict[str, Any] = {
+        "round": "defended",
+        "addresses": len(listed),
+        "mail_hosts": len(world["hosts"]),
+        "domains": len(world["domains"]),
+        "chunks": args.chunks,
+        "shared_limits": args.shared_limits,
+        "cpus": os.cpu_count(),
+        "load_average_1min": {"before": round(os.getloadavg()[0], 2)},
+    }
+    if args.shared_limits.startswith("redis"):
+        import redis
+
+        with redis.Redis.from_url(args.shared_limits) as client:
+            client.flushdb()  # what an earlier run learnt of the same hosts lives an hour
+    with tempfile.TemporaryDirectory(prefix="listhygiene-fleet-") as tmp_name:
+        tmp = Path(tmp_name)
+        source = tmp / "list.csv"
+        source.write_text(
+            "id,email\n" + "".join(f"{n},{a}\n" for n, a in enumerate(listed, 1)),
+            encoding="utf-8",
+        )
+        with Sandbox(world) as sandbox:
+            seconds = clean_processes([source], [tmp / "single"], environment(sandbox, *timeouts))
+            report["one process"] = defended_figures(sandbox, limits, seconds)
+        single = statuses(tmp / "single")
+        for name, store in (("shared store", args.shared_limits), ("no store", "none")):
+            folder = tmp / name.replace(" ", "-")
+            paths = [
+                Path(p)
+                for p in split_by_domain(
+                    source, folder / "chunks", chunks=args.chunks, shared_limits=store
+                )
+            ]
+            outs = [folder / f"chunk-{i}" for i in range(len(paths))]
+            with Sandbox(world) as sandbox:
+                env = {**environment(sandbox, *timeouts), "LISTHYGIENE_SHARED_LIMITS": store}
+                seconds = clean_processes(paths, outs, env)
+                figures_ = defended_figures(sandbox, limits, seconds)
+            merged = merge_chunks(
+                summaries(outs), folder / "merged", manifest=folder / "chunks" / "split.json"
+            )
+            got = statuses(folder / "merged")
+            provider_rows = [sum(1 for e in statuses(out) if _on_google(e)) for out in outs]
+            report[name] = {
+                **figures_,
+                "verdicts_differing_from_one_process": sum(
+                    1 for email, verdict in single.items() if got.get(email) != verdict
+                ),
+                "merged_rows": merged["rows"]["total"],
+                "provider_addresses_per_process": provider_rows,
+            }
+    report["load_average_1min"]["after"] = round(os.getloadavg()[0], 2)
+    return report
+
+
+def _on_google(email: str) -> bool:
+    domain = email.rsplit("@", 1)[-1]
+    return domain == "gmail.test" or domain.startswith("workspace")
+
+
+def print_defended(report: Mapping[str, Any]) -> None:
+    load = report["load_average_1min"]
+    print(
+        f"defended round: {report['addresses']:,} addresses, {report['domains']} domains on "
+        f"{report['mail_hosts']} mail hosts, a third on one provider; {report['chunks']} "
+        f"processes; {report['cpus']} cpus, 1-min load {load['before']} before, {load['after']} "
+        "after"
+    )
+    print(
+        f"{'run':<14} {'wall s':>7} {'limits met':>11} {'bans':>5} {'hosts over':>11} "
+        f"{'most/host':>10} {'provider most':>14} {'verdicts differ':>16}"
+    )
+    for name in ("one process", "shared store", "no store"):
+        row = report[name]
+        print(
+            f"{name:<14} {row['wall_seconds']:>7} {row['limits_met']:>11} {row['bans']:>5} "
+            f"{row['hosts_above_their_limit']:>11} {row['most_at_once_one_host']:>10} "
+            f"{row['provider_most_at_once']:>8} of {row['provider_limit']:<3} "
+            f"{row.get('verdicts_differing_from_one_process', 0):>16}"
+        )
+    for name in ("shared store", "no store"):
+        print(
+            f"  {name}: the provider's addresses per process "
+            f"{report[name]['provider_addresses_per_process']}"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--round", choices=("sessions", "defended"), default="sessions")
+    parser.add_argument("--hosts", type=int, default=300, help="defended: shared hosts")
+    parser.add_argument("--ban-seconds", type=float, default=30.0, help="defended: a ban")
+    parser.add_argument(
+        "--shared-limits",
+        default=os.environ.get("LISTHYGIENE_TEST_REDIS", "redis://127.0.0.1:6379") + "/8",
+        help="defended: the store the processes share (flushed first when Redis)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--addresses", type=int, default=10_000)
     parser.add_argument("--domains", type=int, default=1_000)
@@ -162,6 +390,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-hash", action="store_true", help="skip the by-address-hash run")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
+    if args.round == "defended":
+        if args.addresses == 10_000:
+            args.addresses = 3_000
+        defended = defended_round(args)
+        if args.json:
+            print(json.dumps(defended, indent=1))
+        else:
+            print_defended(defended)
+        return 0
 
     generated = generate_world(
         args.seed, domains=args.domains, addresses=args.addresses, latency_ms=args.latency_ms

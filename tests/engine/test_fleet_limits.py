@@ -5,11 +5,19 @@ Redis and PostgreSQL."""
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 
-from listhygiene.engine import Engine
+from listhygiene.engine import Engine, EngineSettings
+from listhygiene.engine.host_state import (
+    MEMBERS_KEY,
+    Budget,
+    HostStateError,
+    Lease,
+    LocalHostState,
+)
+from listhygiene.engine.pacing import Pacer
 from listhygiene.sandbox import Sandbox
 from listhygiene.statuses import Status
 
@@ -161,3 +169,45 @@ def test_the_cli_refuses_a_bad_store_in_one_line() -> None:
     assert done.returncode == 2
     assert "--shared-limits 'memcached://x'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+class _LostAfterCounting(LocalHostState):
+    """A store that counted three processes, then is lost at the first session's slot."""
+
+    async def holders(self, key: str) -> int:
+        return 3
+
+    async def _try(self, budgets: Sequence[Budget], lease: Lease) -> float:
+        if any(budget.key != MEMBERS_KEY for budget in budgets):
+            raise HostStateError("shared limits at test://store: connection lost")
+        return await super()._try(budgets, lease)
+
+
+async def test_a_lost_store_leaves_a_process_its_share_of_the_fleets_budget(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Three processes were counted: the one that loses the store holds a third of each
+    budget (6 sessions at once to a host: 2; 9 new a second: 3), not the whole."""
+    settings = EngineSettings(host_concurrency=6, host_rate=9.0, concurrency=20)
+    pacer = Pacer(settings, _LostAfterCounting())
+    release = asyncio.Event()
+    entered = 0
+
+    async def session() -> None:
+        nonlocal entered
+        async with pacer.session("192.0.2.1"):
+            entered += 1
+            await release.wait()
+
+    tasks = [asyncio.create_task(session()) for _ in range(6)]
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+    assert entered == 2  # of six wanting a session at once
+    assert pacer._limits()["host"] == (2, 3.0)
+    release.set()
+    await asyncio.gather(*tasks)
+    said = [
+        r.getMessage() for r in caplog.records if "without the fleet's budget" in r.getMessage()
+    ]
+    assert len(said) == 1
+    assert "one of the 3 processes last counted" in said[0]

@@ -63,14 +63,17 @@ async def test_sessions_at_once_are_shared(states: tuple[HostState, HostState]) 
 
 
 async def test_new_sessions_a_second_are_shared(states: tuple[HostState, HostState]) -> None:
+    """A burst of ``concurrency`` starts, then ``per_second``: the token bucket of a process
+    (engine/pacing.py), over the fleet."""
     one, two = states
-    host = Budget(key(), concurrency=10, per_second=2)
+    host = Budget(key(), concurrency=2, per_second=2)
     lease = await one.acquire([host])
     await one.release(lease)
     lease = await two.acquire([host])
     await two.release(lease)
-    assert await one._try([host], lease) > 0  # a third start within the second: wait
-    assert await asyncio.wait_for(two.acquire([host]), 5)  # granted once the window moves
+    wait = await one._try([host], lease)  # a third start at once: half a second to wait
+    assert 0.3 < wait <= 0.5
+    assert await asyncio.wait_for(two.acquire([host]), 5)  # granted once the rate allows
 
 
 async def test_several_budgets_are_taken_all_or_none(states: tuple[HostState, HostState]) -> None:

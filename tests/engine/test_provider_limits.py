@@ -20,7 +20,14 @@ from pathlib import Path
 import pytest
 
 from listhygiene.engine import Engine, EngineSettings
-from listhygiene.engine.host_state import Budget, HostStateError, Lease, LocalHostState, budgets_for
+from listhygiene.engine.host_state import (
+    MEMBERS_KEY,
+    Budget,
+    HostStateError,
+    Lease,
+    LocalHostState,
+    budgets_for,
+)
 from listhygiene.engine.pacing import Pacer
 from listhygiene.engine.provider_limits import (
     BUDGETED,
@@ -245,14 +252,16 @@ def test_which_proxy_a_provider_takes() -> None:
 
 
 class RecordingState(LocalHostState):
-    """A shared store in the process that keeps the budgets every slot was asked of."""
+    """A shared store in the process that keeps the budgets every session's slot was asked of
+    (not the process's membership of the fleet, :meth:`HostState.join`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.asked: list[list[str]] = []
 
     async def acquire(self, budgets: Sequence[Budget]) -> Lease:
-        self.asked.append([b.key for b in budgets])
+        if [b.key for b in budgets] != [MEMBERS_KEY]:
+            self.asked.append([b.key for b in budgets])
         return await super().acquire(budgets)
 
 

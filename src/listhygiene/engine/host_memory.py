@@ -151,8 +151,7 @@ class FleetMemory:
         self._written[ip] = facts
         assert self.shared is not None
         try:
-            for name, value in facts.items():
-                await self.shared.learn(f"host:{ip}", name, value, FACT_SECONDS)
+            await self.shared.learn_many(f"host:{ip}", facts, FACT_SECONDS)
         except HostStateError:
             self._lost = True
 
@@ -198,8 +197,7 @@ class FleetMemory:
         try:
             greylisting.merge(await self.shared.facts(key))
             facts = greylisting.facts()
-            for name, value in facts.items():
-                await self.shared.learn(key, name, value, FACT_SECONDS)
+            await self.shared.learn_many(key, facts, FACT_SECONDS)
         except HostStateError:
             self._lost = True
             return
@@ -240,9 +238,10 @@ class FleetMemory:
         key = f"domain:{domain}"
 
         async def write() -> None:
-            try:
-                await shared.learn(key, "catch_all_host", ip, FACT_SECONDS)
-                await shared.learn(key, "catch_all", answer, FACT_SECONDS)
+            try:  # the host first: a reader that finds the answer finds its host
+                await shared.learn_many(
+                    key, {"catch_all_host": ip, "catch_all": answer}, FACT_SECONDS
+                )
             except HostStateError:
                 self._lost = True
 

@@ -62,19 +62,24 @@ class HostStateError(StorageError):
 @dataclass(frozen=True, slots=True)
 class Budget:
     """What one key may take: ``concurrency`` sessions at once, ``per_second`` new ones a
-    second (counted over a window of one second, or of one start for slower rates)."""
+    second with a burst of ``concurrency``: the token bucket each process keeps for itself
+    (``engine/pacing.py``), held in the store as the generic cell rate algorithm (one
+    theoretical arrival time a key)."""
 
     key: str
     concurrency: int
     per_second: float
 
     @property
-    def window(self) -> float:
-        return max(1.0, 1.0 / self.per_second)
+    def emission(self) -> float:
+        """Seconds between starts at the rate."""
+        return 1.0 / self.per_second
 
     @property
-    def per_window(self) -> int:
-        return max(1, round(self.per_second * self.window))
+    def tolerance(self) -> float:
+        """How far ahead of now the theoretical arrival time may be: a burst of
+        ``concurrency`` starts at once."""
+        return (max(1, self.concurrency) - 1) * self.emission
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,7 @@ class HostState(ABC):
     def __init__(self) -> None:
         self._held = _Held()
         self._member: Lease | None = None
+        self._released = asyncio.Event()
 
     # -- the fleet's processes ------------------------------------------------------------------
 
@@ -137,13 +143,18 @@ class HostState(ABC):
             wait = await self._try(ordered, lease)
             if wait <= 0:
                 break
-            await asyncio.sleep(min(wait, 1.0))
+            # asked again after the wait, or at once when this process gives a slot back
+            released = self._released
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(released.wait(), min(wait, 1.0))
         self._hold(lease)
         return lease
 
     async def release(self, lease: Lease) -> None:
         self._held.leases.pop(lease.id, None)
         await self._release(lease)
+        released, self._released = self._released, asyncio.Event()
+        released.set()
 
     def _hold(self, lease: Lease) -> None:
         held = self._held
@@ -164,6 +175,12 @@ class HostState(ABC):
     @abstractmethod
     async def learn(self, key: str, name: str, value: Any, ttl: float) -> None:
         """Keep ``value`` (JSON) as ``name`` of ``key`` for ``ttl`` seconds."""
+
+    async def learn_many(self, key: str, values: Mapping[str, Any], ttl: float) -> None:
+        """:meth:`learn` each of ``values``, in their order (one round trip where the store
+        allows it)."""
+        for name, value in values.items():
+            await self.learn(key, name, value, ttl)
 
     @abstractmethod
     async def facts(self, key: str) -> dict[str, Any]:
@@ -193,16 +210,10 @@ class HostState(ABC):
                 await renewer
 
 
-def _wait(counts: Sequence[tuple[Budget, int, int, float | None]], now: float) -> float:
-    """Seconds until a refused slot could be granted: a poll while sessions are full, the
-    oldest start's leaving the window while the rate is spent; 0 when all are free."""
-    wait = 0.0
-    for budget, active, started, oldest in counts:
-        if active >= budget.concurrency:
-            wait = max(wait, _POLL_SECONDS)
-        if started >= budget.per_window and oldest is not None:
-            wait = max(wait, oldest + budget.window - now, 0.001)
-    return wait
+def _rate_wait(budget: Budget, tat: float | None, now: float) -> float:
+    """Seconds until ``budget``'s rate allows a start (GCRA), 0 when it does now."""
+    arrival = max(tat if tat is not None else now, now)
+    return max(0.0, arrival - budget.tolerance - now)
 
 
 class LocalHostState(HostState):
@@ -211,26 +222,24 @@ class LocalHostState(HostState):
     def __init__(self) -> None:
         super().__init__()
         self._leases: dict[str, dict[str, float]] = {}  # key -> lease id -> expiry
-        self._starts: dict[str, dict[str, float]] = {}  # key -> lease id -> start
+        self._tats: dict[str, float] = {}  # key -> theoretical arrival time of the next start
         self._facts: dict[str, dict[str, tuple[Any, float]]] = {}
 
     async def _try(self, budgets: Sequence[Budget], lease: Lease) -> float:
         now = time.monotonic()
-        counts = []
+        wait = 0.0
         for budget in budgets:
             leases = self._leases.setdefault(budget.key, {})
             for gone in [i for i, until in leases.items() if until <= now]:
                 del leases[gone]
-            starts = self._starts.setdefault(budget.key, {})
-            for old in [i for i, at in starts.items() if at <= now - budget.window]:
-                del starts[old]
-            counts.append((budget, len(leases), len(starts), min(starts.values(), default=None)))
-        wait = _wait(counts, now)
+            if len(leases) >= budget.concurrency:
+                wait = max(wait, _POLL_SECONDS)
+            wait = max(wait, _rate_wait(budget, self._tats.get(budget.key), now))
         if wait:
             return wait
         for budget in budgets:
             self._leases[budget.key][lease.id] = now + self.lease_seconds
-            self._starts[budget.key][lease.id] = now
+            self._tats[budget.key] = max(self._tats.get(budget.key, now), now) + budget.emission
         return 0.0
 
     async def _release(self, lease: Lease) -> None:
@@ -264,25 +273,23 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local id, ttl = ARGV[1], tonumber(ARGV[2])
 local n = #KEYS / 2
 local wait = 0
+local tats = {}
 for i = 1, n do
-  local leases, starts = KEYS[2 * i - 1], KEYS[2 * i]
+  local leases, rate = KEYS[2 * i - 1], KEYS[2 * i]
   local cap = tonumber(ARGV[3 * i])
-  local window, per = tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
+  local emission, tolerance = tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
   redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
-  redis.call('ZREMRANGEBYSCORE', starts, '-inf', now - window)
   if redis.call('ZCARD', leases) >= cap then wait = math.max(wait, tonumber(ARGV[#ARGV])) end
-  if redis.call('ZCARD', starts) >= per then
-    local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
-    wait = math.max(wait, tonumber(oldest[2]) + window - now, 0.001)
-  end
+  local tat = math.max(tonumber(redis.call('GET', rate) or now), now)
+  tats[i] = tat + emission
+  wait = math.max(wait, tat - tolerance - now)
 end
 if wait > 0 then return tostring(wait) end
 for i = 1, n do
-  local leases, starts, window = KEYS[2 * i - 1], KEYS[2 * i], tonumber(ARGV[3 * i + 1])
+  local leases, rate = KEYS[2 * i - 1], KEYS[2 * i]
   redis.call('ZADD', leases, now + ttl, id)
-  redis.call('ZADD', starts, now, id)
   redis.call('EXPIRE', leases, math.ceil(ttl) + 1)
-  redis.call('EXPIRE', starts, math.ceil(window) + 1)
+  redis.call('SET', rate, tostring(tats[i]), 'EX', math.ceil(tats[i] - now) + 1)
 end
 return '0'
 """
@@ -373,8 +380,8 @@ class RedisHostState(HostState):
         keys: list[str] = []
         args: list[Any] = [lease.id, self.lease_seconds]
         for budget in budgets:
-            keys += [f"{_PREFIX}{budget.key}:leases", f"{_PREFIX}{budget.key}:starts"]
-            args += [budget.concurrency, budget.window, budget.per_window]
+            keys += [f"{_PREFIX}{budget.key}:leases", f"{_PREFIX}{budget.key}:rate"]
+            args += [budget.concurrency, budget.emission, budget.tolerance]
         args.append(_POLL_SECONDS)
         async with self._errors():
             reply = await self._try_script(keys=keys, args=args)
@@ -406,6 +413,16 @@ class RedisHostState(HostState):
                 keys=[f"{_PREFIX}{key}:facts"], args=["learn", name, json.dumps(value), ttl]
             )
 
+    async def learn_many(self, key: str, values: Mapping[str, Any], ttl: float) -> None:
+        async with self._errors(), self._client.pipeline(transaction=True) as pipe:
+            for name, value in values.items():
+                await self._facts_script(
+                    keys=[f"{_PREFIX}{key}:facts"],
+                    args=["learn", name, json.dumps(value), ttl],
+                    client=pipe,
+                )
+            await pipe.execute()
+
     async def facts(self, key: str) -> dict[str, Any]:
         async with self._errors():
             reply = await self._facts_script(keys=[f"{_PREFIX}{key}:facts"], args=["read"])
@@ -423,38 +440,37 @@ _PG_SETUP = """
 CREATE TABLE IF NOT EXISTS listhygiene_host_leases (
     key text NOT NULL, lease text NOT NULL, expires_at double precision NOT NULL,
     PRIMARY KEY (key, lease));
-CREATE TABLE IF NOT EXISTS listhygiene_host_starts (
-    key text NOT NULL, lease text NOT NULL, started_at double precision NOT NULL,
-    PRIMARY KEY (key, lease));
+CREATE TABLE IF NOT EXISTS listhygiene_host_rates (
+    key text PRIMARY KEY, tat double precision NOT NULL);
 CREATE TABLE IF NOT EXISTS listhygiene_host_facts (
     key text NOT NULL, name text NOT NULL, value jsonb NOT NULL,
     expires_at double precision NOT NULL, PRIMARY KEY (key, name));
-CREATE OR REPLACE FUNCTION listhygiene_host_slot_v1(
-    keys text[], caps int[], windows float8[], pers int[], lease text, ttl float8, poll float8)
+CREATE OR REPLACE FUNCTION listhygiene_host_slot_v2(
+    keys text[], caps int[], emissions float8[], tolerances float8[], lease text, ttl float8,
+    poll float8)
 RETURNS float8 LANGUAGE plpgsql AS $$
 DECLARE
     now float8 := extract(epoch FROM clock_timestamp());
     wait float8 := 0;
     active int;
-    started int;
-    oldest float8;
+    due float8;
 BEGIN
     FOR i IN 1 .. array_length(keys, 1) LOOP
         PERFORM pg_advisory_xact_lock(hashtextextended('listhygiene:' || keys[i], 0));
     END LOOP;
     FOR i IN 1 .. array_length(keys, 1) LOOP
         DELETE FROM listhygiene_host_leases WHERE key = keys[i] AND expires_at <= now;
-        DELETE FROM listhygiene_host_starts WHERE key = keys[i] AND started_at <= now - windows[i];
         SELECT count(*) INTO active FROM listhygiene_host_leases WHERE key = keys[i];
         IF active >= caps[i] THEN wait := greatest(wait, poll); END IF;
-        SELECT count(*), min(started_at) INTO started, oldest
-            FROM listhygiene_host_starts WHERE key = keys[i];
-        IF started >= pers[i] THEN wait := greatest(wait, oldest + windows[i] - now, 0.001); END IF;
+        SELECT r.tat INTO due FROM listhygiene_host_rates r WHERE r.key = keys[i];
+        wait := greatest(wait, greatest(coalesce(due, now), now) - tolerances[i] - now);
     END LOOP;
     IF wait > 0 THEN RETURN wait; END IF;
     FOR i IN 1 .. array_length(keys, 1) LOOP
         INSERT INTO listhygiene_host_leases VALUES (keys[i], lease, now + ttl);
-        INSERT INTO listhygiene_host_starts VALUES (keys[i], lease, now);
+        INSERT INTO listhygiene_host_rates VALUES (keys[i], now + emissions[i])
+            ON CONFLICT (key) DO UPDATE
+            SET tat = greatest(listhygiene_host_rates.tat, now) + emissions[i];
     END LOOP;
     RETURN 0;
 END $$;
@@ -505,12 +521,12 @@ class PostgresHostState(HostState):
 
     async def _try(self, budgets: Sequence[Budget], lease: Lease) -> float:
         rows = await self._call(
-            "SELECT listhygiene_host_slot_v1(%s, %s, %s, %s, %s, %s, %s)",
+            "SELECT listhygiene_host_slot_v2(%s, %s, %s, %s, %s, %s, %s)",
             (
                 [b.key for b in budgets],
                 [b.concurrency for b in budgets],
-                [b.window for b in budgets],
-                [b.per_window for b in budgets],
+                [b.emission for b in budgets],
+                [b.tolerance for b in budgets],
                 lease.id,
                 self.lease_seconds,
                 _POLL_SECONDS,

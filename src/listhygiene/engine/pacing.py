@@ -25,9 +25,11 @@ a proxy keeps the budgets, and the keys in a shared store, it always had.
 
 With ``shared_limits`` (a fleet of processes, docs/deploy.md) a session also takes a slot of the
 same budgets in the shared host state, after this process's own: the fleet then holds no more
-sessions to a host, or new sessions a second, than one process would. When the store is lost,
-this process says so once and goes on alone with the most careful budget: one session at a time
-to each host and provider, at half their rate.
+sessions to a host, or new sessions a second, than one process would. Each process counts the
+processes sharing the store (at its first session, then every ten seconds). When the store is
+lost, this process says so once and goes on alone with its share of each budget over the
+processes last counted (at least one session at once); when it was lost before the first count,
+one session at a time to each host and provider, at half their rate.
 """
 
 import asyncio
@@ -41,6 +43,9 @@ from listhygiene.engine.proxies import proxy_address
 from listhygiene.engine.settings import EngineSettings
 
 log = logging.getLogger(__name__)
+
+#: How often a process counts the processes sharing its store (seconds).
+_COUNT_SECONDS = 10.0
 
 __all__ = ["Pacer"]
 
@@ -69,6 +74,15 @@ class _TokenBucket:
                 await asyncio.sleep((1 - self.tokens) / self.rate)
 
 
+def _share(concurrency: int, rate: float, members: int | None) -> tuple[int, float]:
+    """A process's share of a fleet budget when the store is lost: its part of the sessions
+    at once (at least one) and of the rate, over the ``members`` last counted; one session at
+    half the rate when they were never counted (the store was lost before the first)."""
+    if not members:
+        return 1, rate / 2
+    return max(1, concurrency // members), rate / members
+
+
 class _Budget:
     """Sessions at once and new sessions a second, of one mail host or one provider."""
 
@@ -86,6 +100,9 @@ class Pacer:
         #: The fleet's host state (``shared_limits``), None for this process alone.
         self.shared = shared
         self._alone = False  # the shared store was lost: the most careful local budget
+        #: Processes sharing the store when last counted (None: not yet joined).
+        self._members: int | None = None
+        self._counted: float | None = None
         # a tenth of the run's sessions (at least one, when there are two) kept for interactive
         # work, which would otherwise wait for a bulk session to end
         reserve = max(1, settings.concurrency // 10) if settings.concurrency > 1 else 0
@@ -133,7 +150,7 @@ class Pacer:
             **self._provider_limits,
         }
         if self._alone:
-            limits = {k: (1, rate / 2) for k, (_, rate) in limits.items()}
+            limits = {k: _share(c, rate, self._members) for k, (c, rate) in limits.items()}
         return limits
 
     async def _shared_slot(
@@ -143,10 +160,21 @@ class Pacer:
         if self.shared is None or self._alone:
             return None
         try:
+            await self._count_members(self.shared)
             return await self.shared.acquire(budgets_for(address, provider, self._limits(), via))
         except HostStateError as exc:
             self._go_alone(exc)
             return None
+
+    async def _count_members(self, shared: HostState) -> None:
+        """Join the fleet at the first session, and count its processes again every
+        ``_COUNT_SECONDS``: the share this process would fall back to (:func:`_share`)."""
+        now = asyncio.get_running_loop().time()
+        if self._counted is not None and now - self._counted < _COUNT_SECONDS:
+            return
+        self._counted = now
+        joined = self._members is not None
+        self._members = await (shared.members() if joined else shared.join())
 
     async def _shared_release(self, lease: Lease) -> None:
         if self.shared is not None and not self._alone:
@@ -158,14 +186,23 @@ class Pacer:
         if self._alone:
             return  # another session found it lost at the same time
         self._alone = True
+        members = self._members
         log.error(
-            "%s; going on without the fleet's budget: one session at a time to each mail host "
-            "and provider, at half their rate",
+            "%s; going on without the fleet's budget: %s",
             exc,
+            f"this process's share of it, one of the {members} processes last counted"
+            if members
+            else "one session at a time to each mail host and provider, at half their rate",
         )
-        for budget in [*self._hosts.values(), *self._providers.values()]:
-            budget.slots.shrink(1)
-            budget.bucket.rate /= 2
+        limits = self._limits()
+        kinds = [*(("host", b) for b in self._hosts.values()), *self._provider_kinds()]
+        for kind, budget in kinds:
+            concurrency, rate = limits.get(kind, limits["provider"])
+            budget.slots.shrink(min(budget.slots.slots, concurrency))
+            budget.bucket.rate = min(budget.bucket.rate, rate)
+
+    def _provider_kinds(self) -> list[tuple[str, _Budget]]:
+        return [(name, budget) for (name, _), budget in self._providers.items()]
 
     def fewer_sessions(
         self, address: str, provider: str | None = None, *, slower: bool = False

@@ -254,6 +254,7 @@ class _SandboxSMTP(SMTP):
         self.deep_test = False
         self._latency = host.spec.latency_ms / 1000
         self._last_due = 0.0
+        self._ended = False  # the client closed its end (eof_received)
         self._counted = False
         self._holding = False  # counted as open by anvil and the provider
         self._client = "unknown"
@@ -282,8 +283,15 @@ class _SandboxSMTP(SMTP):
         self.loop.call_at(self._last_due, self._deliver, data)
 
     def _deliver(self, data: bytes) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+        # what was still on its way when the client closed is dropped: a real host reads the
+        # client's end right after it (same path), and a new connection of the client only
+        # after that, so the end must not wait for the delayed commands (a QUIT, mostly)
+        if self.transport is not None and not self.transport.is_closing() and not self._ended:
             self._take(data)
+
+    def eof_received(self) -> bool | None:
+        self._ended = True
+        return super().eof_received()
 
     def _take(self, data: bytes) -> None:
         self._watch_input(data)
