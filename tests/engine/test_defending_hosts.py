@@ -85,7 +85,7 @@ WORLD = {
             "ban_ms": 1000,
             "style": "gmail",
         },
-        # limits above the engine's defaults (5 at once, 2 new a second): never met
+        # limits above the engine's Yahoo budget (2 at once, 1 new a second): never met
         "yahoo": {
             "hosts": ["mx1.yahoodns.net", "mx2.yahoodns.net"],
             "max_concurrent": 7,
