@@ -85,6 +85,13 @@ class VerificationBackendResource(dg.ConfigurableResource):
     retry_delays: list[float] | None = Field(
         default=None, description="Waits before retrying a temporary refusal (greylisting)."
     )
+    socks_proxy: str | None = Field(
+        default=None,
+        description="socks5://host:port for every session, or google=socks5://...,*=... .",
+    )
+    provider_limits: str | None = Field(
+        default=None, description="TOML file of per-provider budgets (--provider-limits)."
+    )
     shared_limits: str | None = Field(
         default=None,
         description=(
@@ -103,7 +110,8 @@ class VerificationBackendResource(dg.ConfigurableResource):
 
         names = ("dns_server", "smtp_port", "allow_private_mx", "helo", "dns_timeout")
         values: dict[str, Any] = {
-            n: getattr(self, n) for n in (*names, "smtp_timeout", "shared_limits")
+            n: getattr(self, n)
+            for n in (*names, "smtp_timeout", "socks_proxy", "provider_limits", "shared_limits")
         }
         if self.retry_delays is not None:
             values["retry_delays"] = tuple(self.retry_delays)

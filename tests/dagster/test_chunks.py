@@ -74,3 +74,19 @@ def test_with_shared_limits_the_split_cuts_a_giant_domain(tmp_path: Path) -> Non
     split = json.loads((run / "chunks" / SPLIT_MANIFEST).read_text())
     assert split["split_domains"] == {"giant.test": 2}
     assert result.output_for_node("fleet_chunks_merge")["rows"]["total"] == len(rows)
+
+
+def test_the_resource_gives_the_engine_its_fleet_settings(tmp_path: Path) -> None:
+    limits = tmp_path / "limits.toml"
+    limits.write_text("[google]\nconcurrency = 1\n")
+    store = "postgresql://postgres@127.0.0.1:5432/test"
+    settings = VerificationBackendResource(
+        kind="local",
+        socks_proxy="google=socks5://127.0.0.1:1080",
+        provider_limits=str(limits),
+        shared_limits=store,
+    ).engine_settings()
+    assert settings.proxy_for("google") == "socks5://127.0.0.1:1080"
+    assert settings.proxy_for(None) is None
+    assert settings.provider_budgets()["google"][0] == 1
+    assert settings.shared_limits == store
