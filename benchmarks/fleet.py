@@ -257,9 +257,9 @@ def defended_figures(sandbox: Sandbox, limits: Mapping[str, int], seconds: float
     """What the hosts counted: limits met, bans, the most sessions at once, above the limit."""
     said = sandbox.defence_report()
     over = {
-        host: sandbox.stats(host).max_active
+        host: sandbox.stats(host).max_held
         for host, cap in limits.items()
-        if host != "google" and sandbox.stats(host).max_active > cap
+        if host != "google" and sandbox.stats(host).max_held > cap
     }
     provider = said["providers"]["google"]
     return {
@@ -268,7 +268,7 @@ def defended_figures(sandbox: Sandbox, limits: Mapping[str, int], seconds: float
         "bans": said["bans"],
         "hosts_above_their_limit": len(over),
         "most_at_once_one_host": max(
-            (sandbox.stats(h).max_active for h in limits if h != "google"), default=0
+            (sandbox.stats(h).max_held for h in limits if h != "google"), default=0
         ),
         "provider_most_at_once": provider["max_active"],
         "provider_limit": limits["google"],
@@ -368,8 +368,7 @@ def print_defended(report: Mapping[str, Any]) -> None:
         )
     for name in ("shared store", "no store"):
         print(
-            f"  {name}: the provider's rows per process "
-            f"{report[name]['provider_rows_per_process']}"
+            f"  {name}: the provider's rows per process {report[name]['provider_rows_per_process']}"
         )
 
 

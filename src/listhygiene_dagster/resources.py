@@ -99,6 +99,13 @@ class VerificationBackendResource(dg.ConfigurableResource):
             "fleet: one politeness budget per mail host (docs/deploy.md); none: this process."
         ),
     )
+    engine: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "Any other EngineSettings field by name (rcpt_per_session, host_concurrency, ...), "
+            "as the Airflow connection's extras give them; the fields above win."
+        ),
+    )
     # -- both
     check_smtp: bool | None = Field(
         default=None, description="Probe mailboxes over SMTP (the backend's default when unset)."
@@ -115,7 +122,13 @@ class VerificationBackendResource(dg.ConfigurableResource):
         }
         if self.retry_delays is not None:
             values["retry_delays"] = tuple(self.retry_delays)
-        return EngineSettings(**{k: v for k, v in values.items() if v is not None})
+        given = {k: v for k, v in values.items() if v is not None}
+        unknown = sorted(set(self.engine or {}) - set(EngineSettings.model_fields))
+        if unknown:
+            from listhygiene.errors import ConfigurationError
+
+            raise ConfigurationError(f"engine: not engine settings: {', '.join(unknown)}")
+        return EngineSettings(**{**(self.engine or {}), **given})
 
     def get_backend(self) -> "Backend":
         """A new backend for one run (the pipeline closes it when the run ends), built by the

@@ -90,3 +90,25 @@ def test_the_resource_gives_the_engine_its_fleet_settings(tmp_path: Path) -> Non
     assert settings.proxy_for(None) is None
     assert settings.provider_budgets()["google"][0] == 1
     assert settings.shared_limits == store
+
+
+def test_the_resource_takes_any_engine_setting_in_engine(tmp_path: Path) -> None:
+    """``engine`` carries what the resource has no field for, from run config too; a name
+    that is no engine setting is refused with it."""
+    import dagster as dg
+    from listhygiene.errors import ConfigurationError
+
+    @dg.op(required_resource_keys={"verification_backend"})
+    def settings_of(context: dg.OpExecutionContext) -> int:
+        return int(context.resources.verification_backend.engine_settings().rcpt_per_session)
+
+    @dg.job(resource_defs={"verification_backend": VerificationBackendResource(kind="local")})
+    def job() -> None:
+        settings_of()
+
+    config = {
+        "resources": {"verification_backend": {"config": {"engine": {"rcpt_per_session": 3}}}}
+    }
+    assert job.execute_in_process(run_config=config).output_for_node("settings_of") == 3
+    with pytest.raises(ConfigurationError, match="rcpt_per_sessoin"):
+        VerificationBackendResource(engine={"rcpt_per_sessoin": 3}).engine_settings()

@@ -92,7 +92,7 @@ async def test_two_engines_share_one_budget_per_host(sandbox: Sandbox, store: st
     stats = sandbox.stats("mx.shared.test")
     stats.reset()
     engines = await both(sandbox, store)
-    assert stats.max_active <= engines[0].settings.host_concurrency == 2
+    assert stats.max_held <= engines[0].settings.host_concurrency == 2
     assert sum(e.politeness["sessions"] for e in engines) >= len(DOMAINS)
 
 
@@ -101,7 +101,7 @@ async def test_without_a_store_each_engine_holds_its_own(sandbox: Sandbox) -> No
     stats = sandbox.stats("mx.shared.test")
     stats.reset()
     await both(sandbox, None)
-    assert stats.max_active > 2
+    assert stats.max_held > 2
 
 
 @pytest.mark.parametrize("shared", [True, False])
@@ -142,7 +142,7 @@ async def test_a_lost_store_is_said_once_and_the_engine_goes_on_alone(
     said = [r for r in caplog.records if "without the fleet's budget" in r.getMessage()]
     assert len(said) == 1
     assert "redis://127.0.0.1:1/0" in said[0].getMessage()
-    assert stats.max_active == 1
+    assert stats.max_held == 1
 
 
 def test_a_bad_store_url_is_a_settings_error(sandbox: Sandbox) -> None:

@@ -303,7 +303,7 @@ def test_chunks_sharing_a_limit_split_the_giant_and_still_merge_to_one_runs_fold
             )
         )
     big = sandbox.stats("mx.big.test")
-    assert 0 < big.max_active <= settings.host_concurrency
+    assert 0 < big.max_held <= settings.host_concurrency
     merged = merge_chunks(
         summaries, tmp_path / "merged", manifest=tmp_path / "chunks" / SPLIT_MANIFEST
     )

@@ -61,8 +61,14 @@ class HostStats:
     """What a host saw: lets tests check how politely and efficiently a client behaved."""
 
     connections: int = 0
+    #: TCP connections open now, and the most at once (from accept to close).
     active: int = 0
     max_active: int = 0
+    #: The most connections of one client open at once as the host's per-client limit counts
+    #: them: from when the host sees a connection (one ``latency_ms`` after it opened) until it
+    #: lets it go. A client that closes one and opens the next at once may show one more in
+    #: ``max_active`` for the moment the host takes to see the close; never here.
+    max_held: int = 0
     mail_commands: int = 0
     rcpt_commands: int = 0
     #: Most SMTP commands that arrived in one read: more than one means the client pipelined.
@@ -93,6 +99,7 @@ class HostStats:
         return {
             "connections": self.connections,
             "max_active": self.max_active,
+            "max_held": self.max_held,
             "limits_met": self.limits_met,
             "bans": self.bans,
             "error_sleeps": self.error_sleeps,
@@ -445,6 +452,8 @@ class _SandboxSMTP(SMTP):
         """The connection counts as open for anvil and the provider's front door."""
         self._holding = True
         self.host.clients.opened(self._client)
+        stats = self.host.stats
+        stats.max_held = max(stats.max_held, self.host.clients.open[self._client])
         if self.host.provider is not None:
             self.host.provider.opened(self._client)
 
