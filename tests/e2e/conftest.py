@@ -7,16 +7,21 @@ interrupted test leaves nothing running. PostgreSQL and Redis are the machine's 
 (``LISTHYGIENE_TEST_POSTGRES``, ``LISTHYGIENE_TEST_REDIS``).
 """
 
+import json
 import os
 import re
 import secrets
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import make_url
 
 from tests.conftest import _admin_connection
 from tests.e2e.airflow_stack import airflow_env
+from tests.e2e.fleet import RCPT_PER_SESSION, WORLD, FleetWorld, write_list
+from tests.e2e.outputs import read_run_folder
 from tests.e2e.processes import BIN, REPO, Processes, sweep
 
 REDIS_URL = os.environ.get("LISTHYGIENE_TEST_REDIS", "redis://127.0.0.1:6379")
@@ -37,6 +42,16 @@ def e2e_env() -> Iterator[dict[str, str]]:
     sweep(f"{MARKER_NAME}={marker}")
 
 
+def _sandbox_up(processes: Processes, world: Path) -> dict[str, str]:
+    """``listhygiene sandbox up WORLD`` on free ports; the settings it exports."""
+    exports = processes.run(
+        ["listhygiene", "sandbox", "up", str(world), "--dns-port", "0", "--smtp-port", "0"]
+    )
+    settings = dict(re.findall(r"^export (\w+)=(\S*)$", exports, flags=re.MULTILINE))
+    assert "LISTHYGIENE_DNS_SERVER" in settings, exports
+    return settings
+
+
 @pytest.fixture(scope="session")
 def mail_world(
     e2e_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
@@ -45,24 +60,47 @@ def mail_world(
     docs/sandbox.md tells a user), on free ports; returns the settings it exports."""
     state = tmp_path_factory.mktemp("sandbox")
     processes = Processes(state / "logs", {**e2e_env, "LISTHYGIENE_SANDBOX_DIR": str(state)})
-    exports = processes.run(
-        [
-            "listhygiene",
-            "sandbox",
-            "up",
-            str(REPO / "sample_data" / "world.json"),
-            "--dns-port",
-            "0",
-            "--smtp-port",
-            "0",
-        ]
-    )
-    settings = dict(re.findall(r"^export (\w+)=(\S*)$", exports, flags=re.MULTILINE))
-    assert "LISTHYGIENE_DNS_SERVER" in settings, exports
+    settings = _sandbox_up(processes, REPO / "sample_data" / "world.json")
     try:
         yield settings
     finally:
         processes.run(["listhygiene", "sandbox", "down"])
+
+
+@pytest.fixture(scope="session")
+def fleet_world(
+    e2e_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FleetWorld]:
+    """The fleet world (``tests/e2e/fleet_world.json``: hosts that count a client's connections)
+    as a sandbox process of its own, and the list the fleet tests clean (tests/e2e/fleet.py)."""
+    state = tmp_path_factory.mktemp("fleet-sandbox")
+    processes = Processes(state / "logs", {**e2e_env, "LISTHYGIENE_SANDBOX_DIR": str(state)})
+    settings = _sandbox_up(processes, WORLD)
+    source = state / "fleet.csv"
+    try:
+        yield FleetWorld(settings, state, source, write_list(source))
+    finally:
+        processes.run(["listhygiene", "sandbox", "down"])
+
+
+@pytest.fixture(scope="session")
+def fleet_single(
+    e2e_env: dict[str, str], fleet_world: FleetWorld, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict[str, Any]]:
+    """One ``listhygiene clean`` of the whole fleet list, one process and no shared limit: the
+    folder a fleet's merged one must equal, and its summary."""
+    out = tmp_path_factory.mktemp("fleet-single") / "single"
+    env = {k: v for k, v in e2e_env.items() if k != "LISTHYGIENE_SHARED_LIMITS"}
+    processes = Processes(out.parent / "logs", {**env, **fleet_world.settings})
+    printed = processes.run(
+        ["listhygiene", "clean", str(fleet_world.source), "--out", str(out), "--json"],
+        LISTHYGIENE_RCPT_PER_SESSION=str(RCPT_PER_SESSION),
+    )
+    summary = read_run_folder(out)
+    assert summary == json.loads(printed)
+    assert summary["rows"]["total"] == fleet_world.rows
+    assert summary["politeness"]["limits_met"] == 0, summary["politeness"]
+    return out, summary
 
 
 @pytest.fixture(scope="session")

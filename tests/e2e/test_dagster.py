@@ -2,12 +2,16 @@
 server and the daemon, as processes) against the sample mail world; the export sensor turned on
 with ``dagster sensor start`` picks up a new file, and ``dagster asset materialize --partition``
 runs a partition from the CLI. Runs and asset check results are read from the web server's
-GraphQL API, as the UI shows them."""
+GraphQL API, as the UI shows them. A second code location (``tests/e2e/fleet_defs.py``) holds
+the chunked clean job, launched with ``dagster job launch`` onto the deployment's run launcher
+and its multiprocess executor for the fleet run (tests/e2e/fleet.py)."""
 
 import csv
 import itertools
+import json
 import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,12 +19,23 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e.conftest import REDIS_URL
+from tests.e2e.fleet import (
+    FleetWorld,
+    assert_chunks_overlapped,
+    assert_hosts_not_pushed,
+    assert_merged_polite,
+    assert_same_as_single,
+    assert_split_cut_the_giant,
+    flushed_store,
+)
 from tests.e2e.outputs import read_run_folder
 from tests.e2e.processes import REPO, Processes, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 DEFS = "dagster_defs/definitions.py"
+FLEET_DEFS = "tests/e2e/fleet_defs.py"
 EXPORT = "week-01.csv"
 EXPORT_ROWS = 40
 CHECKS = {
@@ -73,6 +88,16 @@ class Dagster:
             if e["__typename"] == "AssetCheckEvaluationEvent"
         }
 
+    def steps_in_subprocesses(self, run_id: str) -> set[str]:
+        """The steps of the run that the multiprocess executor ran each in a process of its
+        own (a ``STEP_WORKER_STARTED`` event: "Executing step ... in subprocess")."""
+        query = (
+            f'{{ logsForRun(runId: "{run_id}", limit: 5000) {{ ... on EventConnection {{'
+            " events { __typename ... on StepWorkerStartedEvent { stepKey } } } } }"
+        )
+        events = self.graphql(query)["logsForRun"]["events"]
+        return {e["stepKey"] for e in events if e["__typename"] == "StepWorkerStartedEvent"}
+
     def wait_for_run(self, what: str, match: Any, *, timeout: float = 300) -> dict[str, Any]:
         def finished() -> dict[str, Any] | None:
             for run in self.runs():
@@ -105,7 +130,8 @@ def dagster(
     processes = Processes(root / "logs", env)
     try:
         processes.start(
-            "dagster-dev", ["dagster", "dev", "-f", DEFS, "-h", "127.0.0.1", "-p", str(port)]
+            "dagster-dev",
+            ["dagster", "dev", "-f", DEFS, "-f", FLEET_DEFS, "-h", "127.0.0.1", "-p", str(port)],
         )
         running = Dagster(processes, port, data, exports)
         processes.wait_for("the Dagster web server", running.up, timeout=180)
@@ -168,3 +194,56 @@ def test_partition_materialised_from_the_cli(dagster: Dagster, sensor_run: dict[
     assert dagster.check_evaluations(run["runId"]) == dict.fromkeys(CHECKS, True)
     folder = dagster.data / "runs" / "crm_exports" / EXPORT
     assert read_run_folder(folder)["rows"]["total"] == EXPORT_ROWS
+
+
+def test_chunked_job_shares_one_politeness_budget(
+    dagster: Dagster, fleet_world: FleetWorld, fleet_single: tuple[Path, dict[str, Any]]
+) -> None:
+    """Issue 26's fleet on Dagster: the chunked job launched onto the deployment (its run
+    launcher, the multiprocess executor: one process a step) with the backend resource's
+    ``shared_limits``: the split cuts the giant domain, the two chunk steps verify at once
+    from one budget and meet no limit of the hosts, and the merge is one run's folder."""
+    store = flushed_store(f"{REDIS_URL}/8")
+    config = {
+        "ops": {"fleet_chunks_split": {"config": {"source": str(fleet_world.source)}}},
+        "resources": {
+            "verification_backend": {
+                "config": {
+                    **{k: v for k, v in fleet_world.engine().items() if k != "rcpt_per_session"},
+                    "engine": {"rcpt_per_session": fleet_world.engine()["rcpt_per_session"]},
+                    "shared_limits": store,
+                }
+            }
+        },
+        "execution": {"config": {"multiprocess": {"max_concurrent": 2}}},
+    }
+    run_id = str(uuid.uuid4())
+    before = fleet_world.defences()
+    dagster.processes.run(
+        [
+            "dagster",
+            "job",
+            "launch",
+            "-f",
+            FLEET_DEFS,
+            "-j",
+            "fleet_chunks",
+            "--run-id",
+            run_id,
+            "--config-json",
+            json.dumps(config),
+        ]
+    )
+    dagster.wait_for_run("the chunked job's run", lambda run: run["runId"] == run_id)
+    assert_hosts_not_pushed(before, fleet_world.defences())
+
+    folder = dagster.data / "fleet" / "fleet_chunks" / run_id
+    chunks = [read_run_folder(folder / f"chunk-{i}") for i in range(2)]
+    assert_split_cut_the_giant(folder / "chunks", chunks)
+    # a process a chunk, both verifying at the same time
+    steps = {f"fleet_chunks_verify_chunk[chunk_{i}]" for i in range(2)}
+    assert steps <= dagster.steps_in_subprocesses(run_id)
+    assert_chunks_overlapped(chunks)
+    merged = read_run_folder(folder / "merged")
+    assert_merged_polite(merged)
+    assert_same_as_single(folder / "merged", merged, *fleet_single)
