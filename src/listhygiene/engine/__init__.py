@@ -15,7 +15,7 @@ notebooks and scripts.
 
 from listhygiene.engine.engine import Engine
 from listhygiene.engine.health import RunHealth
-from listhygiene.engine.settings import EngineSettings
+from listhygiene.engine.settings import EngineOptions, EngineSettings
 from listhygiene.engine.sync import verify, verify_many
 
-__all__ = ["Engine", "EngineSettings", "RunHealth", "verify", "verify_many"]
+__all__ = ["Engine", "EngineOptions", "EngineSettings", "RunHealth", "verify", "verify_many"]

@@ -9,7 +9,7 @@ import functools
 import ipaddress
 import socket
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from listhygiene.engine.provider_limits import provider_budgets, read_provider_limits
 from listhygiene.engine.proxies import parse_proxies
 
-__all__ = ["EngineSettings"]
+__all__ = ["EngineOptions", "EngineSettings"]
 
 
 @functools.cache
@@ -209,3 +209,37 @@ def _split_nameserver(value: str) -> tuple[str, int]:
     if not port.isdigit() or not 1 <= int(port) <= 65535:
         raise ValueError(f"{value!r}: the port must be a number from 1 to 65535")
     return str(address), int(port)
+
+
+class EngineOptions(TypedDict, total=False):
+    """The engine settings ``clean()``, ``aclean()``, ``submit()`` and ``asubmit()`` take as
+    keyword arguments (over ``settings``), so that editors and type checkers see them: every
+    :class:`EngineSettings` field but ``check_smtp``, a parameter of its own
+    (tests/test_public_api.py keeps the two in step)."""
+
+    dns_server: str | None
+    dns_timeout: float
+    smtp_port: int
+    helo: str
+    mail_from: str
+    concurrency: int
+    host_concurrency: int
+    host_rate: float
+    provider_concurrency: int
+    provider_rate: float
+    provider_limits: Path | None
+    errors_per_session: int
+    ban_backoff: float
+    smtp_timeout: float
+    mx_head_start: float
+    allow_private_mx: bool
+    rcpt_per_session: int
+    retry_delays: tuple[float, ...]
+    retry_max_wait: float
+    starttls: bool
+    socks_proxy: str | None
+    dnsbl_zones: tuple[str, ...]
+    shared_limits: str | None
+    lists_dir: str | None
+    max_pending: int
+    bulk_pending: int

@@ -1,11 +1,18 @@
 """The pipeline's public entry points: :func:`clean`, :func:`aclean`, :func:`submit`,
 :func:`asubmit` (docs/pipeline.md). They check their options and hand the work to
-:class:`~listhygiene.pipeline.runner.Run`."""
+:class:`~listhygiene.pipeline.runner.Run`.
 
+Their options are keyword-only and spelt out, each function's own, so that ``help()`` and editors
+show them; engine settings come as keyword arguments too (:class:`EngineOptions`). A name that is
+neither raises ``TypeError`` naming it and the closest valid name: a misspelt ``check_smpt``
+must not run SMTP quietly.
+"""
+
+import difflib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from listhygiene.engine import EngineSettings
+from listhygiene.engine import EngineOptions, EngineSettings
 from listhygiene.pipeline.advice import parse_extra_columns
 from listhygiene.pipeline.backends import Backend, JobRef
 from listhygiene.pipeline.result import CleanResult, _remove_tree
@@ -19,12 +26,54 @@ if TYPE_CHECKING:
 __all__ = ["aclean", "asubmit", "clean", "submit"]
 
 
-def clean(source: Any, out: str | os.PathLike[str] | None = None, **options: Any) -> CleanResult:
+def clean(
+    source: Any,
+    out: str | os.PathLike[str] | None = None,
+    *,
+    email_column: str | None = None,
+    table: str | None = None,
+    query: str | None = None,
+    encoding: str | None = None,
+    backend: str | Backend = "local",
+    check_smtp: bool | None = None,
+    settings: EngineSettings | None = None,
+    quality: str = "fail",
+    retry_unknown_after: float | None = None,
+    accept_unreachable: bool = False,
+    verdicts: "str | VerdictStore | None" = None,
+    max_age: "str | float | Mapping[str, float] | None" = None,
+    fresh: bool = False,
+    progress: "Progress | bool | None" = None,
+    extra_columns: "str | Sequence[str] | None" = None,
+    **engine_overrides: Unpack[EngineOptions],
+) -> CleanResult:
     """Clean an address table; see :func:`aclean` for the options. Blocking, for scripts and
     notebooks (where an event loop may already run: the work then runs on a worker thread)."""
     from listhygiene.engine.sync import _run
 
-    return _run(aclean(source, out, **options))
+    _check_engine_options("clean", engine_overrides)
+    return _run(
+        aclean(
+            source,
+            out,
+            email_column=email_column,
+            table=table,
+            query=query,
+            encoding=encoding,
+            backend=backend,
+            check_smtp=check_smtp,
+            settings=settings,
+            quality=quality,
+            retry_unknown_after=retry_unknown_after,
+            accept_unreachable=accept_unreachable,
+            verdicts=verdicts,
+            max_age=max_age,
+            fresh=fresh,
+            progress=progress,
+            extra_columns=extra_columns,
+            **engine_overrides,
+        )
+    )
 
 
 async def aclean(
@@ -46,7 +95,7 @@ async def aclean(
     fresh: bool = False,
     progress: "Progress | bool | None" = None,
     extra_columns: "str | Sequence[str] | None" = None,
-    **engine_overrides: Any,
+    **engine_overrides: Unpack[EngineOptions],
 ) -> CleanResult:
     """Clean ``source`` (a file path, a SQLAlchemy URL with ``table`` or ``query``, a pandas
     DataFrame or an Arrow table) into ``out`` (a folder or filesystem URL; when None, a
@@ -72,7 +121,12 @@ async def aclean(
 
     ``progress``: a callback ``(phase, done, total)``, or ``True`` for progress bars (a widget in
     a notebook, a bar on a terminal, log lines elsewhere: :mod:`listhygiene.progress`).
+
+    Any other keyword is an engine setting over ``settings`` (:class:`EngineOptions`:
+    ``shared_limits="redis://..."``, ``smtp_timeout=30``, ...); an unknown one is a
+    ``TypeError`` naming the closest valid name.
     """
+    _check_engine_options("aclean", engine_overrides)
     if quality not in ("fail", "warn"):
         raise ValueError("quality must be 'fail' or 'warn'")
     bars = None
@@ -123,26 +177,125 @@ async def aclean(
     return result
 
 
-def submit(source: Any, out: str | os.PathLike[str], **options: Any) -> list[JobRef]:
+def submit(
+    source: Any,
+    out: str | os.PathLike[str],
+    *,
+    email_column: str | None = None,
+    table: str | None = None,
+    query: str | None = None,
+    encoding: str | None = None,
+    backend: str | Backend = "local",
+    check_smtp: bool | None = None,
+    settings: EngineSettings | None = None,
+    quality: str = "fail",
+    retry_unknown_after: float | None = None,
+    accept_unreachable: bool = False,
+    verdicts: "str | VerdictStore | None" = None,
+    max_age: "str | float | Mapping[str, float] | None" = None,
+    fresh: bool = False,
+    progress: "Progress | bool | None" = None,
+    extra_columns: "str | Sequence[str] | None" = None,
+    **engine_overrides: Unpack[EngineOptions],
+) -> list[JobRef]:
     """Blocking :func:`asubmit`."""
     from listhygiene.engine.sync import _run
 
-    return _run(asubmit(source, out, **options))
+    _check_engine_options("submit", engine_overrides)
+    return _run(
+        asubmit(
+            source,
+            out,
+            email_column=email_column,
+            table=table,
+            query=query,
+            encoding=encoding,
+            backend=backend,
+            check_smtp=check_smtp,
+            settings=settings,
+            quality=quality,
+            retry_unknown_after=retry_unknown_after,
+            accept_unreachable=accept_unreachable,
+            verdicts=verdicts,
+            max_age=max_age,
+            fresh=fresh,
+            progress=progress,
+            extra_columns=extra_columns,
+            **engine_overrides,
+        )
+    )
 
 
-async def asubmit(source: Any, out: str | os.PathLike[str], **options: Any) -> list[JobRef]:
+async def asubmit(
+    source: Any,
+    out: str | os.PathLike[str],
+    *,
+    email_column: str | None = None,
+    table: str | None = None,
+    query: str | None = None,
+    encoding: str | None = None,
+    backend: str | Backend = "local",
+    check_smtp: bool | None = None,
+    settings: EngineSettings | None = None,
+    quality: str = "fail",
+    retry_unknown_after: float | None = None,
+    accept_unreachable: bool = False,
+    verdicts: "str | VerdictStore | None" = None,
+    max_age: "str | float | Mapping[str, float] | None" = None,
+    fresh: bool = False,
+    progress: "Progress | bool | None" = None,
+    extra_columns: "str | Sequence[str] | None" = None,
+    **engine_overrides: Unpack[EngineOptions],
+) -> list[JobRef]:
     """Read ``source`` and submit its addresses to a resumable (remote) backend, without waiting:
     the jobs the run waits on, recorded in ``out``'s work folder. :func:`aclean` with the same
     arguments later reads their results instead of submitting again (an orchestrator defers in
-    between: Airflow's deferrable operator, a Dagster sensor).
+    between: Airflow's deferrable operator, a Dagster sensor); it takes :func:`aclean`'s options,
+    so that the same ones serve both calls.
 
     Jobs already recorded and not yet read are returned as they are, and nothing more is
     submitted. A backend whose jobs live in this process (the local engine) submits nothing:
     the list is empty, and :func:`aclean` does all the work.
     """
-    options.setdefault("progress", None)
-    run = _make_run(source, out, options)
+    _check_engine_options("asubmit", engine_overrides)
+    run = _make_run(
+        source,
+        out,
+        {
+            "email_column": email_column,
+            "table": table,
+            "query": query,
+            "encoding": encoding,
+            "backend": backend,
+            "check_smtp": check_smtp,
+            "settings": settings,
+            "quality": quality,
+            "retry_unknown_after": retry_unknown_after,
+            "accept_unreachable": accept_unreachable,
+            "verdicts": verdicts,
+            "max_age": max_age,
+            "fresh": fresh,
+            "progress": progress if callable(progress) else None,
+            "extra_columns": extra_columns,
+            **engine_overrides,
+        },
+    )
     return await run.submit_only()
+
+
+def _check_engine_options(function: str, given: "Mapping[str, Any]") -> None:
+    """``TypeError`` for a keyword that is no engine setting, as Python says it for a function's
+    own parameters, with the closest valid name."""
+    import inspect
+
+    settings = set(EngineSettings.model_fields)
+    for name in given:
+        if name in settings and name != "check_smtp":
+            continue
+        own = [p for p in inspect.signature(aclean).parameters if p not in ("source", "out")]
+        close = difflib.get_close_matches(name, [*own, *sorted(settings)], n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise TypeError(f"{function}() got an unexpected keyword argument {name!r}{hint}")
 
 
 def _make_run(source: Any, out: str | os.PathLike[str], options: dict[str, Any]) -> Run:
