@@ -141,7 +141,7 @@ def form_app(form: str) -> FastAPI:
         else:
             # e.g. 405: the form's bad request, with the real status
             error = classes["bad"](details=str(exc.detail), status=exc.status_code)
-        return error_response(_state(request), error)
+        return _with_headers(error_response(_state(request), error), exc, request)
 
     app.add_middleware(_CatchAll, form=form)
     return app
@@ -209,14 +209,37 @@ def create_app(
         path = request.url.path
         form = "a" if path.startswith(FORM_A_ROOT) else "b" if path.startswith(FORM_B_ROOT) else ""
         if not form:
-            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+            return JSONResponse(
+                {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
+            )
         if exc.status_code == 404:
             error: ServiceError = _FORMS[form]["not_found"](details=f"No such path: {path}")
         else:
             error = _FORMS[form]["bad"](details=str(exc.detail), status=exc.status_code)
-        return error_response(None, error)
+        return _with_headers(error_response(None, error), exc)
 
     return root
+
+
+def _with_headers(
+    response: JSONResponse, exc: StarletteHTTPException, request: Request | None = None
+) -> JSONResponse:
+    """The framework's headers of an HTTP error kept on the form's body, and a 405's ``Allow``
+    naming every method the path takes (RFC 9110, section 15.5.6: Starlette names only those of
+    the first route of the path, and ``/webhooks`` has one route a method)."""
+    for name, value in (exc.headers or {}).items():
+        response.headers[name] = value
+    if exc.status_code == 405 and request is not None:
+        from starlette.routing import Match
+
+        methods: set[str] = set()
+        for route in request.app.routes:
+            match, _ = route.matches({**request.scope, "method": "\0"})
+            if match is Match.PARTIAL:
+                methods |= set(getattr(route, "methods", None) or ())
+        if methods:
+            response.headers["Allow"] = ", ".join(sorted(methods))
+    return response
 
 
 class _Elsewhere:
