@@ -263,11 +263,12 @@ def _clean(
     stays, so the next materialisation resumes it (docs/dagster.md, "Terminating a run").
     """
     from listhygiene import aclean
-    from listhygiene.errors import ListHygieneError, QualityError, UnreachableError
     from listhygiene.pipeline.cancel import CancellableRun
+    from listhygiene_dagster.failures import failing_as_dagster
 
     running = CancellableRun()
-    try:
+    hint = "; accept_unreachable: true in the asset's config publishes them"
+    with failing_as_dagster(out=out, unreachable_hint=hint):
         cleaning = aclean(
             frame,
             out,
@@ -285,25 +286,6 @@ def _clean(
             if running.cancelled:  # terminated: what became of the remote jobs
                 _stop_remote_jobs(context, out, backend)
             raise
-    except UnreachableError as exc:
-        # Where the run ran, not the list: a retry would read the same kept results.
-        raise dg.Failure(
-            description=f"{exc}; accept_unreachable: true in the asset's config publishes them",
-            metadata={"health": dg.MetadataValue.json(dict(exc.health))},
-            allow_retries=False,
-        ) from exc
-    except QualityError as exc:
-        raise dg.Failure(
-            description=str(exc),
-            metadata={"quality": dg.MetadataValue.json(dict(exc.quality))},
-        ) from exc
-    except (ListHygieneError, ValueError) as exc:
-        # every error the library raises on purpose (listhygiene.errors); ValueError: settings
-        # that do not validate
-        raise dg.Failure(
-            description=f"{type(exc).__name__}: {exc}",
-            metadata={"output folder": dg.MetadataValue.path(out)},
-        ) from exc
 
 
 def _stop_remote_jobs(context: dg.AssetExecutionContext, out: str, backend: Any) -> None:

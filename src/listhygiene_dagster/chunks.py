@@ -109,19 +109,7 @@ def build_chunked_clean_job(
 
 def _failing_as_dagster(call: Any) -> Any:
     """Run ``call``; the library's errors become ``dg.Failure`` with what they carry."""
-    from listhygiene.errors import ListHygieneError, QualityError, UnreachableError
+    from listhygiene_dagster.failures import failing_as_dagster
 
-    try:
+    with failing_as_dagster():
         return call()
-    except UnreachableError as exc:
-        raise dg.Failure(
-            description=str(exc),
-            metadata={"health": dg.MetadataValue.json(dict(exc.health))},
-            allow_retries=False,
-        ) from exc
-    except QualityError as exc:
-        raise dg.Failure(
-            description=str(exc), metadata={"quality": dg.MetadataValue.json(dict(exc.quality))}
-        ) from exc
-    except ListHygieneError as exc:
-        raise dg.Failure(description=f"{type(exc).__name__}: {exc}") from exc
