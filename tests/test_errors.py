@@ -109,10 +109,13 @@ def test_every_error_of_the_library_derives_from_one_root() -> None:
     from listhygiene.pipeline.backends import InsufficientCredits, JobFailed
     from listhygiene.pipeline.outputs import OutputError
     from listhygiene.pipeline.sources import SourceError
+    from listhygiene.service.store.jobs import BalanceShort, LostClaim
 
     for cls in (
         SourceError,
         OutputError,
+        BalanceShort,
+        LostClaim,
         errors.PipelineError,
         errors.ConfigurationError,
         InsufficientCredits,
@@ -220,3 +223,26 @@ def test_http_error_keeps_the_retry_after_and_the_message() -> None:
     credits = errors.http_error(InsufficientCredits(10, 5, "the key"), "b")
     assert type(credits) is errors.FormBInsufficientCredits
     assert "needs up to 10 credits" in credits.body()["error"]["details"]
+
+
+def test_one_name_one_error() -> None:
+    """No two error classes of the package share a name (the service store's balance error
+    was a second ``InsufficientCredits``): a name in a log or a traceback says which it is."""
+    import importlib
+    import pkgutil
+
+    import listhygiene
+
+    seen: dict[str, str] = {}
+    for info in pkgutil.walk_packages(listhygiene.__path__, "listhygiene."):
+        if ".sandbox" in info.name or info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, thing in vars(module).items():
+            if (
+                isinstance(thing, type)
+                and issubclass(thing, BaseException)
+                and thing.__module__ == info.name
+                and not name.startswith("_")
+            ):
+                assert seen.setdefault(name, info.name) == info.name, (name, seen[name], info.name)

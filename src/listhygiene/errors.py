@@ -12,6 +12,9 @@ built-in keeps working::
     ├── ConfigurationError (ValueError)       2  settings or options that cannot work
     ├── StorageError (OSError)                1  a folder or store cannot be used
     │                                            (pipeline.outputs.OutputError)
+    ├── service.store.jobs.BalanceShort          a key's balance short of a job (the service
+    │                                            answers its form's insufficient credits)
+    ├── service.store.jobs.LostClaim             a job no longer this job runner's
     └── PipelineError (RuntimeError)          1  anything else that stops a run
         ├── BackendError                      4  the backend refused or failed
         │   ├── ServiceError                     an error answer of a service (below)

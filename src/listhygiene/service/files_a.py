@@ -42,7 +42,7 @@ from listhygiene.service.parse_process import (
 from listhygiene.service.store import ApiKeyRow, Store
 from listhygiene.service.store.jobs import (
     FORM_A_RESULT_FILTERS,
-    InsufficientCredits,
+    BalanceShort,
     StoredJob,
     create_file_job,
     file_result_rows,
@@ -171,7 +171,7 @@ def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
                     email_column=parsed.email_column,
                     columns=parsed.columns,
                 )
-        except InsufficientCredits as exc:
+        except BalanceShort as exc:
             raise FormAInsufficientCredits(details=str(exc)) from None
         finally:
             shutil.rmtree(received.directory, ignore_errors=True)

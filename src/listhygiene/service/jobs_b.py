@@ -30,7 +30,7 @@ from listhygiene.service.delivery import MAX_URL_LENGTH, guard_url
 from listhygiene.service.request_body import read_body
 from listhygiene.service.store.jobs import (
     FORM_B_RESULT_STATUSES,
-    InsufficientCredits,
+    BalanceShort,
     StoredJob,
     create_bulk_job,
     get_job,
@@ -106,7 +106,7 @@ def install(root: FastAPI, app_a: FastAPI, app_b: FastAPI) -> None:
                 check_smtp=body.smtp_check,
                 webhook_url=body.webhook_url,
             )
-        except InsufficientCredits as exc:
+        except BalanceShort as exc:
             raise FormBInsufficientCredits(details=str(exc)) from None
         request.app.state.worker.wake()
         return job_view(job, submission=True)

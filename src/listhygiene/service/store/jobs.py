@@ -37,6 +37,7 @@ from sqlalchemy import Connection, and_, bindparam, func, insert, or_, select, u
 from sqlalchemy.dialects import postgresql, sqlite
 
 from listhygiene.engine.syntax import parse_address
+from listhygiene.errors import ListHygieneError
 from listhygiene.results import VerificationResult
 from listhygiene.service.store.models import Job, JobResult, JobRow, new_id, utcnow
 from listhygiene.service.store.store import Store
@@ -45,7 +46,7 @@ __all__ = [
     "FORM_A_RESULT_FILTERS",
     "FORM_B_RESULT_STATUSES",
     "Announce",
-    "InsufficientCredits",
+    "BalanceShort",
     "LostClaim",
     "PreparedResults",
     "StoredJob",
@@ -94,15 +95,16 @@ _KINDS = {"a": "file", "b": "bulk"}
 _OPEN = ("pending", "processing")
 
 
-class InsufficientCredits(Exception):
-    """The key's balance does not cover the job's distinct addresses (nothing was written)."""
+class BalanceShort(ListHygieneError):
+    """The key's balance does not cover the job's distinct addresses (nothing was written); the
+    forms answer it as their own insufficient-credits error."""
 
     def __init__(self, needed: int) -> None:
         super().__init__(f"{needed} credits needed")
         self.needed = needed
 
 
-class LostClaim(Exception):
+class LostClaim(ListHygieneError):
     """The job is no longer this worker's (another worker took it over, or it is finished)."""
 
 
@@ -220,7 +222,7 @@ def create_bulk_job(
     """Reserve the credits and write a form B bulk job (``processing``) and its rows, all or
     nothing.
 
-    Raises :class:`InsufficientCredits` (and writes nothing) when the balance is short.
+    Raises :class:`BalanceShort` (and writes nothing) when the balance is short.
     """
     rows = [UploadedRow(e, address_of(e), []) for e in emails]
     job = {"form": "b", "kind": "bulk", "status": "processing", "check_smtp": check_smtp}
@@ -239,7 +241,7 @@ def create_file_job(
 ) -> StoredJob:
     """Reserve the credits and write a form A file job (``pending``) and its rows, all or nothing.
 
-    Raises :class:`InsufficientCredits` (and writes nothing) when the balance is short.
+    Raises :class:`BalanceShort` (and writes nothing) when the balance is short.
     """
     job = {"form": "a", "kind": "file", "status": "pending", "check_smtp": True}
     return _create(
@@ -274,7 +276,7 @@ def _create(
     job_id = new_id()
     with store.transaction(write=True) as conn:
         if not store.reserve_credits(key_id, unique, conn=conn):
-            raise InsufficientCredits(unique)
+            raise BalanceShort(unique)
         conn.execute(
             insert(Job).values(
                 id=job_id,
