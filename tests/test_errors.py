@@ -246,3 +246,15 @@ def test_one_name_one_error() -> None:
                 and not name.startswith("_")
             ):
                 assert seen.setdefault(name, info.name) == info.name, (name, seen[name], info.name)
+
+
+def test_first_line_is_what_an_error_says_on_one_line() -> None:
+    class Wrapped(Exception):
+        orig = ValueError("duplicate key value\nDETAIL: Key (id)=(1) already exists.")
+
+    assert errors.first_line(ValueError("bad\nsecond line")) == "bad"
+    assert errors.first_line(Wrapped("(psycopg.errors.UniqueViolation) ...")) == (
+        "duplicate key value"
+    )
+    assert errors.first_line(KeyError()) == "KeyError"
+    assert errors.first_line(RuntimeError("  \n  indented first\n")) == "indented first"

@@ -88,6 +88,7 @@ __all__ = [
     "UnreachableError",
     "error_from_response",
     "exit_code",
+    "first_line",
     "http_error",
 ]
 
@@ -538,3 +539,11 @@ def http_error(exc: BaseException, form: str) -> ServiceError:
         return classes[ServerError]()
     retry_after = getattr(exc, "retry_after", None)
     return classes[meaning](details=str(exc) or None, retry_after=retry_after)
+
+
+def first_line(error: BaseException) -> str:
+    """What an error says, on one line, for a log line or a one-line message: the first line of
+    its text (a database driver's own, when SQLAlchemy wraps it as ``orig``), else its class's
+    name."""
+    text = str(getattr(error, "orig", None) or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from listhygiene.errors import first_line
 from listhygiene.pipeline.sources import (
     Source,
     SourceError,
@@ -45,7 +46,7 @@ class ParquetSource(Source):
         try:
             stored = pq.ParquetFile(path).schema_arrow
         except (pa.ArrowException, OSError) as exc:
-            raise SourceError(f"{path} is not a valid Parquet file: {_first_line(exc)}") from None
+            raise SourceError(f"{path} is not a valid Parquet file: {first_line(exc)}") from None
         self._columns = [name for name in stored.names if not _PANDAS_INDEX.match(name)]
         if not self._columns:
             raise SourceError(f"{path} is empty (it has no columns)")
@@ -75,7 +76,7 @@ class ParquetSource(Source):
             for batch in reader.iter_batches(batch_size=rows, columns=self._columns):
                 yield conform(batch, self._schema)
         except (pa.ArrowException, OSError) as exc:
-            raise SourceError(f"{self._path} cannot be read: {_first_line(exc)}") from None
+            raise SourceError(f"{self._path} cannot be read: {first_line(exc)}") from None
 
 
 class TableSource(Source):
@@ -203,8 +204,3 @@ def _missing(value: object) -> bool:
         return bool(pd.isna(value))
     except (TypeError, ValueError):  # a list or an array: not missing
         return False
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from listhygiene.errors import ConfigurationError, PipelineError
+from listhygiene.errors import ConfigurationError, PipelineError, first_line
 from listhygiene.pipeline.workdir import ADDRESS, OWN_EMAIL, ROW, VERIFIED_AT, WorkDir
 from listhygiene.results import FORM_A_FIELDS
 from listhygiene.statuses import Status
@@ -106,7 +106,7 @@ class WorkTables:
         except duckdb.Error as exc:
             raise ConfigurationError(
                 f"{MEMORY_VARIABLE}={self.memory_limit!r} cannot be used as DuckDB's memory "
-                f"limit ({_first_line(exc)}); give a size such as 256MB or 1GB"
+                f"limit ({first_line(exc)}); give a size such as 256MB or 1GB"
             ) from None
         return self._db
 
@@ -386,13 +386,13 @@ class WorkTables:
         except duckdb.OutOfMemoryException as exc:
             raise WorkMemoryError(
                 f"out of memory while {doing}: DuckDB could not stay within "
-                f"{MEMORY_VARIABLE}={self.memory_limit} ({_first_line(exc)}); set "
+                f"{MEMORY_VARIABLE}={self.memory_limit} ({first_line(exc)}); set "
                 f"{MEMORY_VARIABLE} higher (e.g. 1GB) and run again with the same --out to resume"
             ) from None
         except duckdb.IOException as exc:
             raise PipelineError(
                 f"DuckDB could not use the work folder {self.work.path} while {doing} "
-                f"({_first_line(exc)}); free some disk space and run again with the same --out"
+                f"({first_line(exc)}); free some disk space and run again with the same --out"
             ) from None
 
     def _guarded(self, reader: Any) -> Iterator["pa.RecordBatch"]:
@@ -457,11 +457,6 @@ def _fraction(limit: str, parts: int) -> str | None:
     size = float(number) * (units[unit] if not binary else 1024.0 ** "KMGT".index(unit) * 1024)
     share = int(size / parts / 1e6)
     return f"{share}MB" if share >= 16 else None
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
 
 
 def _literal(value: Any) -> str:

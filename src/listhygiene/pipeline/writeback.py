@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from listhygiene.errors import ConfigurationError, StorageError
+from listhygiene.errors import ConfigurationError, StorageError, first_line
 from listhygiene.pipeline.outputs import OutputFolder
 from listhygiene.pipeline.result import STATUSES
 from listhygiene.pipeline.writer import result_names
@@ -79,7 +79,7 @@ def write_back(
     try:
         schema = pq.read_schema(files[STATUSES[0]], filesystem=folder.fs)
     except (OSError, ValueError) as exc:
-        raise StorageError(f"{out}: not a run's output folder ({_first_line(exc)})") from None
+        raise StorageError(f"{out}: not a run's output folder ({first_line(exc)})") from None
     names = result_names(schema)
     key_column = key or names["email"]
     if key_column not in schema.names:
@@ -106,7 +106,7 @@ def write_back(
 
         if not isinstance(exc, SQLAlchemyError | OSError):
             raise
-        raise StorageError(f"write-back to {table}: {_first_line(exc)}") from None
+        raise StorageError(f"write-back to {table}: {first_line(exc)}") from None
     finally:
         engine.dispose()
     return WriteBack(target, key_column, written, skipped, tuple(columns))
@@ -280,8 +280,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | dict):
         return json.dumps(value, separators=(",", ":"), default=str)
     return value
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 
+from listhygiene.errors import first_line
 from listhygiene.service.delivery import (
     DEFAULT_SCHEDULE,
     TIMEOUT,
@@ -118,7 +119,7 @@ class Outbox:
                     if is_transient(exc):
                         log.warning(
                             "webhook outbox: the database is unavailable, deliveries wait: %s",
-                            _first_line(exc),
+                            first_line(exc),
                         )
                     else:
                         log.exception("webhook outbox: polling failed")
@@ -186,8 +187,3 @@ class Outbox:
         if 200 <= response.status_code < 300:
             return None
         return f"HTTP {response.status_code}"
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(getattr(error, "orig", None) or error)
-    return text.splitlines()[0] if text else type(error).__name__

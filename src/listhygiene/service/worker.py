@@ -29,6 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any, ParamSpec, TypeVar
 
+from listhygiene.errors import first_line
 from listhygiene.results import VerificationResult
 from listhygiene.service.events import announce_job
 from listhygiene.service.store import Store
@@ -242,7 +243,7 @@ class JobWorker:
             return await retry_async(self.db_retry_seconds, call, *args, **kwargs)
         except Exception as exc:
             if is_transient(exc):
-                raise _HandBack(str(exc).splitlines()[0]) from exc
+                raise _HandBack(first_line(exc)) from exc
             raise
 
     async def _write(self, call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
@@ -270,7 +271,7 @@ class JobWorker:
             return await retry_attempts(self.db_retry_seconds, attempt, call.__name__)
         except Exception as exc:
             if is_transient(exc):
-                raise _HandBack(str(exc).splitlines()[0]) from exc
+                raise _HandBack(first_line(exc)) from exc
             raise
 
     async def _save(

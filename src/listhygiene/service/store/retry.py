@@ -19,6 +19,8 @@ from typing import ParamSpec, TypeVar
 
 from sqlalchemy import exc as sa_exc
 
+from listhygiene.errors import first_line
+
 __all__ = ["backoff", "is_transient", "retry_async", "retry_attempts"]
 
 log = logging.getLogger(__name__)
@@ -92,15 +94,10 @@ async def retry_attempts(budget: float, attempt: Callable[[], Awaitable[_T]], na
                 "database unavailable in %s, trying again in %.1f s: %s",
                 name,
                 wait,
-                _first_line(error),
+                first_line(error),
             )
             await asyncio.sleep(wait)
 
 
 def _name(call: object) -> str:
     return str(getattr(call, "__name__", call))
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(getattr(error, "orig", None) or error)
-    return text.splitlines()[0] if text else type(error).__name__
