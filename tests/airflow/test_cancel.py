@@ -56,6 +56,14 @@ def manifest(out: Path) -> dict[str, Any]:
     return json.loads((out / ".listhygiene" / "manifest.json").read_text())
 
 
+def _recorded_jobs(out: Path) -> list[Any]:
+    """The jobs the run's work folder records so far (none before its manifest is written)."""
+    try:
+        return list(manifest(out).get("jobs") or [])
+    except (FileNotFoundError, json.JSONDecodeError):
+        return []
+
+
 def test_on_kill_stops_the_local_engine_at_once(
     airflow_home: Path, tarpit: Sandbox, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -108,6 +116,9 @@ def test_on_kill_abandons_a_form_b_job_and_the_retry_resumes_it(
         task = TaskThread(operator(source, out, deferrable=False, poll_interval=1))
         task.start()
         submitted = wait_for("the job", lambda: jobs_of(store, key))
+        # killed once the run has recorded the job (the service has it a moment before the
+        # run reads its answer): a job the run never heard of is not the run's to abandon
+        wait_for("the job recorded", lambda: _recorded_jobs(out))
         task.task.on_kill()
         task.join(timeout=60)
         assert not task.is_alive()
