@@ -27,6 +27,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 if TYPE_CHECKING:
+    import subprocess
+
     import psycopg
 
     from listhygiene.sandbox import Sandbox
@@ -38,6 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("LISTHYGIENE_QUALITY_WORKER", "thread")
 
 
+REDIS_URL = os.environ.get("LISTHYGIENE_TEST_REDIS", "redis://127.0.0.1:6379")
 ADMIN_URL = os.environ.get("LISTHYGIENE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
@@ -127,3 +130,59 @@ def tarpit() -> "Iterator[Sandbox]":
 
     with Sandbox(TARPIT) as running:
         yield running
+
+
+def empty_redis(db: int) -> str:
+    """The URL of the machine's Redis database ``db``, emptied: each test module that shares a
+    host state through Redis has a database of its own (``make test`` runs two modules at once,
+    the sandboxes' host addresses are the same in every module, and what a run learnt of a host
+    lives an hour). Databases in use: 6, 10, 11, 12, 13, 14 (8 and 9: the e2e runs and the
+    fleet benchmark)."""
+    import redis
+
+    url = f"{REDIS_URL}/{db}"
+    with redis.Redis.from_url(url) as client:
+        client.flushdb()
+    return url
+
+
+@pytest.fixture
+def start_socks_proxy() -> "Iterator[Callable[..., tuple[str, subprocess.Popen[bytes]]]]":
+    """Starts real SOCKS5 proxies (pproxy) on loopback: ``start(source=None)`` returns one's URL
+    and process; with ``source`` (127.0.0.x) its sessions leave from that address, the one a
+    mail host sees. All are killed after the test."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(source: str | None = None) -> tuple[str, subprocess.Popen[bytes]]:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        listen = f"socks5://127.0.0.1:{port}" + (f"/@{source}" if source else "")
+        # pproxy switches to uvloop when it can import it (the airflow and dagster extras
+        # install it), then fails to start: "There is no current event loop". Hide uvloop.
+        launch = (
+            "import runpy, sys; sys.modules['uvloop'] = None; "
+            f"sys.argv = ['pproxy', '-l', {listen!r}]; "
+            "runpy.run_module('pproxy', run_name='__main__')"
+        )
+        proxy = subprocess.Popen(
+            [sys.executable, "-c", launch], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        started.append(proxy)
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        return f"socks5://127.0.0.1:{port}", proxy
+
+    yield start
+    for proxy in started:
+        proxy.kill()  # SIGKILL: pproxy may linger on SIGTERM while it drains its connections
+        proxy.wait(5)

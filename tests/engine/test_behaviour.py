@@ -6,11 +6,10 @@ Each test runs a small world in the sandbox and checks both the verdicts and wha
 
 import asyncio
 import logging
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -327,37 +326,12 @@ async def test_reading_ahead_is_bounded(sandbox: Sandbox) -> None:
 # -- SOCKS5 -------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
-def socks_proxy() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def socks_proxy(
+    start_socks_proxy: Callable[..., tuple[str, subprocess.Popen[bytes]]],
+) -> tuple[str, subprocess.Popen[bytes]]:
     """A real SOCKS5 proxy (pproxy) on loopback."""
-    port = free_port()
-    # pproxy switches to uvloop when it can import it (the airflow and dagster extras install
-    # it), then fails to start: "There is no current event loop". Hide uvloop from it.
-    launch = (
-        "import runpy, sys; sys.modules['uvloop'] = None; "
-        f"sys.argv = ['pproxy', '-l', 'socks5://127.0.0.1:{port}']; "
-        "runpy.run_module('pproxy', run_name='__main__')"
-    )
-    proxy = subprocess.Popen(
-        [sys.executable, "-c", launch],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    yield f"socks5://127.0.0.1:{port}", proxy
-    proxy.kill()  # SIGKILL: pproxy may linger on SIGTERM while it drains its connections
-    proxy.wait(5)
+    return start_socks_proxy()
 
 
 async def test_socks5_proxy_carries_the_sessions(

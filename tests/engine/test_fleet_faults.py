@@ -16,8 +16,8 @@ import pytest
 
 from listhygiene.engine.host_state import LEASE_SECONDS, Budget, HostState, open_host_state
 from listhygiene.sandbox import Sandbox
+from tests.conftest import empty_redis
 
-REDIS_URL = os.environ.get("LISTHYGIENE_TEST_REDIS", "redis://127.0.0.1:6379")
 #: A mail host that holds every connection two minutes before its banner: a session in progress.
 SANDBOX_WORLD = {
     "domains": {"hold.test": {"mx": [{"preference": 10, "host": "mx.hold.test"}]}},
@@ -29,12 +29,7 @@ SANDBOX_WORLD = {
 def store(request: pytest.FixtureRequest, new_pg_database: Callable[[], str]) -> str:
     if request.param == "postgresql":
         return new_pg_database()
-    import redis
-
-    url = f"{REDIS_URL}/10"  # this module's own database
-    with redis.Redis.from_url(url) as client:
-        client.flushdb()
-    return url
+    return empty_redis(10)
 
 
 @pytest.mark.timeout(180)

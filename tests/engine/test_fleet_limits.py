@@ -4,7 +4,6 @@ counts them; without a store each holds its own. Real sockets to the sandbox, th
 Redis and PostgreSQL."""
 
 import asyncio
-import os
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -20,8 +19,8 @@ from listhygiene.engine.host_state import (
 from listhygiene.engine.pacing import Pacer
 from listhygiene.sandbox import Sandbox
 from listhygiene.statuses import Status
+from tests.conftest import empty_redis
 
-REDIS_URL = os.environ.get("LISTHYGIENE_TEST_REDIS", "redis://127.0.0.1:6379")
 PEOPLE = ["ann", "bob", "cat"]
 DOMAINS = [f"tenant{i}.test" for i in range(8)]
 
@@ -79,13 +78,7 @@ def store(request: pytest.FixtureRequest, new_pg_database: Callable[[], str]) ->
     them lives an hour)."""
     if request.param == "postgresql":
         return new_pg_database()
-    import redis
-
-    url = f"{REDIS_URL}/13"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    client.close()
-    return url
+    return empty_redis(13)
 
 
 async def test_two_engines_share_one_budget_per_host(sandbox: Sandbox, store: str) -> None:

@@ -5,7 +5,6 @@ another already saw fail; the verdicts are those of engines alone. Real sockets 
 the machine's real Redis and PostgreSQL; counted as the hosts saw it."""
 
 import itertools
-import os
 from collections.abc import Callable
 
 import pytest
@@ -14,8 +13,8 @@ from listhygiene.engine import Engine
 from listhygiene.engine.host_state import open_host_state
 from listhygiene.sandbox import Sandbox
 from listhygiene.statuses import Status
+from tests.conftest import empty_redis
 
-REDIS_URL = os.environ.get("LISTHYGIENE_TEST_REDIS", "redis://127.0.0.1:6379")
 PEOPLE = ["ann", "bob", "cat", "dan"]
 #: Greylisting domains: the host remembers every triplet it saw, so each run takes fresh ones.
 GREY = [f"grey{i}.test" for i in range(16)]
@@ -57,13 +56,7 @@ def empty_store(kind: str, new_pg_database: Callable[[], str]) -> str:
     and the sandboxes' host addresses are the same), emptied."""
     if kind == "postgresql":
         return new_pg_database()
-    import redis
-
-    url = f"{REDIS_URL}/14"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    client.close()
-    return url
+    return empty_redis(14)
 
 
 @pytest.fixture(params=["redis", "postgresql"])

@@ -20,6 +20,7 @@ from listhygiene.engine.host_state import (
     open_host_state,
 )
 from listhygiene.errors import ConfigurationError, StorageError
+from tests.conftest import empty_redis
 
 KINDS = ["local", "redis", "postgresql"]
 REDIS_URL = os.environ.get("LISTHYGIENE_TEST_REDIS", "redis://127.0.0.1:6379")
@@ -167,11 +168,7 @@ async def test_the_store_counts_the_processes_that_share_it(
     """What the fallback's share comes from (engine/pacing.py): each process joins, and is
     counted until it closes (or dies: its lease expires)."""
     if kind == "redis":
-        import redis
-
-        url = f"{REDIS_URL}/6"  # a database of this test's own: it counts every member
-        with redis.Redis.from_url(url) as client:
-            client.flushdb()
+        url = empty_redis(6)  # a database of this test's own: it counts every member
         one: HostState = RedisHostState(url)
         two: HostState = RedisHostState(url)
     else:

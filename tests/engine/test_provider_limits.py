@@ -9,12 +9,9 @@ machine's real Redis for the fleet's store. Behaviour is asserted from what the 
 """
 
 import asyncio
-import os
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -41,8 +38,8 @@ from listhygiene.engine.proxies import parse_proxies, proxy_address
 from listhygiene.errors import ConfigurationError
 from listhygiene.sandbox import Sandbox
 from listhygiene.statuses import Reason, Status
+from tests.conftest import empty_redis
 
-REDIS_URL = os.environ.get("LISTHYGIENE_TEST_REDIS", "redis://127.0.0.1:6379")
 PEOPLE = ["ann", "bob", "cat", "dan"]
 #: Google-like hosts (the engine's ``mx_provider`` reads ``google.com``): one pair a test, so
 #: the sandbox's front door of each counts one test's sessions.
@@ -391,37 +388,12 @@ async def test_a_users_file_paces_one_provider_and_not_another(
 
 
 @pytest.fixture
-def start_proxy() -> Iterator[Callable[[str], tuple[str, subprocess.Popen[bytes]]]]:
-    """Starts real SOCKS5 proxies (pproxy) on loopback; each one's sessions leave from
-    ``source`` (127.0.0.x), the address a mail host sees."""
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start(source: str) -> tuple[str, subprocess.Popen[bytes]]:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        # pproxy switches to uvloop when it can import it, then fails to start: hide it
-        launch = (
-            "import runpy, sys; sys.modules['uvloop'] = None; "
-            f"sys.argv = ['pproxy', '-l', 'socks5://127.0.0.1:{port}/@{source}']; "
-            "runpy.run_module('pproxy', run_name='__main__')"
-        )
-        proxy = subprocess.Popen(
-            [sys.executable, "-c", launch], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        started.append(proxy)
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        return f"socks5://127.0.0.1:{port}", proxy
-
-    yield start
-    for proxy in started:
-        proxy.kill()  # SIGKILL: pproxy may linger on SIGTERM while it drains its connections
-        proxy.wait(5)
+def start_proxy(
+    start_socks_proxy: Callable[..., tuple[str, subprocess.Popen[bytes]]],
+) -> Callable[[str], tuple[str, subprocess.Popen[bytes]]]:
+    """Starts real SOCKS5 proxies on loopback; each one's sessions leave from ``source``
+    (127.0.0.x), the address a mail host sees."""
+    return start_socks_proxy
 
 
 async def test_a_proxy_for_one_provider_carries_its_sessions_only(
@@ -446,13 +418,7 @@ async def test_a_proxy_for_one_provider_carries_its_sessions_only(
 @pytest.fixture
 def store() -> str:
     """A Redis database of this module's own, emptied (what a run learnt lives an hour)."""
-    import redis
-
-    url = f"{REDIS_URL}/11"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    client.close()
-    return url
+    return empty_redis(11)
 
 
 async def test_a_fleet_through_two_proxies_holds_a_budget_per_proxy_address(

@@ -5,7 +5,6 @@ than one run opens, and the merged folder must be the one a single run writes.
 """
 
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,8 @@ from listhygiene.pipeline.chunks import (
 )
 from listhygiene.pipeline.quality import STATUSES
 from listhygiene.sandbox import Sandbox
+from tests.conftest import empty_redis
 
-REDIS_URL = os.environ.get("LISTHYGIENE_TEST_REDIS", "redis://127.0.0.1:6379")
 #: Six domains, each on its own mail host, of different sizes; some role and full mailboxes.
 SIZES = {"big.test": 24, "mid.test": 12, "small.test": 6, "tiny.test": 3, "one.test": 1}
 WORLD: dict[str, Any] = {
@@ -277,11 +276,7 @@ def test_chunks_sharing_a_limit_split_the_giant_and_still_merge_to_one_runs_fold
     """With a shared limit (the machine's Redis) the giant domain is cut across chunks; the
     chunks, cleaned at once, hold no more sessions to its mail host at once than one run may,
     and the merged folder is one run's."""
-    import redis
-
-    store = f"{REDIS_URL}/12"  # this module's own database: what a run learnt lives an hour
-    with redis.Redis.from_url(store) as client:
-        client.flushdb()
+    store = empty_redis(12)
     source = contacts_csv(tmp_path / "contacts.csv")
     single = listhygiene.clean(source, tmp_path / "single", settings=engine(sandbox))
     reset(sandbox)
