@@ -235,6 +235,18 @@ class form_b:  # a namespace of call builders, named as the form
         )
 
     @staticmethod
+    def cancel_bulk_job(job_id: str) -> Call[None]:
+        """``DELETE /verify/bulk/{job_id}``: not in form B's spec, offered by some services
+        (docs/airflow.md, "Cancelling"); a service without it answers 404 or 405."""
+        return Call(
+            method="DELETE",
+            path=f"verify/bulk/{_segment(job_id)}",
+            kind=Kind.DELETE,
+            bucket="b",
+            parse=_nothing,
+        )
+
+    @staticmethod
     def bulk_results(
         job_id: str, *, status: str | None = None, limit: int = 100, offset: int = 0
     ) -> Call[ResultsPage]:

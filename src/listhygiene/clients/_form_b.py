@@ -81,6 +81,11 @@ class FormBClient(SyncBase):
     def delete_webhook(self, webhook_id: str) -> None:
         self._send(form_b.delete_webhook(webhook_id))
 
+    def cancel_bulk_job(self, job_id: str) -> None:
+        """Cancel a job where the service offers it (not in form B's spec: a service without
+        it answers 404 or 405, raised as the form's error)."""
+        self._send(form_b.cancel_bulk_job(job_id))
+
 
 class AsyncFormBClient(AsyncBase):
     """The asyncio twin of :class:`FormBClient`."""
@@ -146,3 +151,6 @@ class AsyncFormBClient(AsyncBase):
 
     async def delete_webhook(self, webhook_id: str) -> None:
         await self._send(form_b.delete_webhook(webhook_id))
+
+    async def cancel_bulk_job(self, job_id: str) -> None:
+        await self._send(form_b.cancel_bulk_job(job_id))

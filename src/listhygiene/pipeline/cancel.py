@@ -23,6 +23,7 @@ from collections.abc import Coroutine, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from listhygiene.errors import first_line
 from listhygiene.pipeline.backends import JobRef
 from listhygiene.pipeline.workdir import WorkDir
 
@@ -134,33 +135,30 @@ async def cancel_jobs(
     """Cancel (form B, when the service accepts ``DELETE``) or abandon (form A, or a form B
     service that refuses) each job; ``{job_id: "cancelled" | "abandoned"}``. Never raises for
     one job: a kill must not fail on a service that is down."""
-    import httpx
+    import dataclasses
+
+    from listhygiene.clients import AsyncFormBClient
+    from listhygiene.errors import BackendError
 
     outcome: dict[str, str] = {}
     cancelled: list[str] = []
-    async with httpx.AsyncClient(timeout=settings.connect_timeout) as client:
+    # one try, within the connect time-out: a kill must not wait on a service's retries
+    quick = dataclasses.replace(
+        settings, max_retries=0, timeout=settings.connect_timeout, max_wait=0.0
+    )
+    async with AsyncFormBClient(quick) as client:
         for job in jobs:
             outcome[job.job_id] = ABANDONED
             if job.backend != "form-b":
                 log.info("form A job %s abandoned: the form cannot cancel a job", job.job_id)
                 continue
-            url = f"{settings.base_url.rstrip('/')}/verify/bulk/{job.job_id}"
             try:
-                response = await client.delete(
-                    url, headers={"Authorization": f"Bearer {settings.api_key}"}
-                )
-            except httpx.HTTPError as exc:
-                log.warning("form B job %s abandoned: %s", job.job_id, exc)
+                await client.cancel_bulk_job(job.job_id)
+            except BackendError as exc:  # the service's answer, or no usable answer
+                log.info("form B job %s abandoned: %s", job.job_id, first_line(exc))
                 continue
-            if response.is_success:
-                outcome[job.job_id] = CANCELLED
-                cancelled.append(job.job_id)
-            else:
-                log.info(
-                    "form B job %s abandoned: the service answered DELETE with %d",
-                    job.job_id,
-                    response.status_code,
-                )
+            outcome[job.job_id] = CANCELLED
+            cancelled.append(job.job_id)
     if cancelled:
         _forget(str(out), cancelled)
     return outcome
