@@ -258,3 +258,16 @@ def test_first_line_is_what_an_error_says_on_one_line() -> None:
     )
     assert errors.first_line(KeyError()) == "KeyError"
     assert errors.first_line(RuntimeError("  \n  indented first\n")) == "indented first"
+
+
+@pytest.mark.parametrize("form", ["a", "b"])
+def test_form_error_is_the_forms_class_of_a_meaning(form: str) -> None:
+    """The service's answers for the framework's errors come from the one mapping."""
+    base = errors.FormAError if form == "a" else errors.FormBError
+    for meaning in (errors.BadRequestError, errors.NotFoundError, errors.ServerError):
+        answer = errors.form_error(form, meaning, details="x")
+        assert isinstance(answer, base)
+        assert isinstance(answer, meaning)
+    # a meaning the form has no code for (form A has no time-out): its internal error
+    fallback = errors.form_error(form, errors.ServiceTimeoutError, details="x")
+    assert isinstance(fallback, errors.ServiceTimeoutError if form == "b" else errors.ServerError)

@@ -89,6 +89,7 @@ __all__ = [
     "error_from_response",
     "exit_code",
     "first_line",
+    "form_error",
     "http_error",
 ]
 
@@ -515,6 +516,14 @@ _FORM_CLASSES: dict[str, dict[type[ServiceError], type[ServiceError]]] = {
         ServerError: FormBInternalError,
     },
 }
+
+
+def form_error(form: str, meaning: type[ServiceError], **details: Any) -> ServiceError:
+    """Form ``"a"``'s or ``"b"``'s answer of ``meaning`` (:class:`BadRequestError`,
+    :class:`NotFoundError`, :class:`ServerError`, ...), made with ``details``; a meaning the form
+    has no code for answers as its internal error."""
+    classes = _FORM_CLASSES[form]
+    return classes.get(meaning, classes[ServerError])(**details)
 
 
 def http_error(exc: BaseException, form: str) -> ServiceError:

@@ -19,14 +19,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from listhygiene.engine import Engine
 from listhygiene.errors import (
-    FormABadRequest,
+    BadRequestError,
     FormAInternalError,
-    FormANotFound,
-    FormBInternalError,
-    FormBInvalidRequest,
-    FormBNotFound,
     FormBServiceUnavailable,
+    NotFoundError,
+    ServerError,
     ServiceError,
+    first_line,
+    form_error,
+    http_error,
 )
 from listhygiene.service import FORM_A_ROOT, FORM_B_ROOT
 from listhygiene.service.charging import DEFAULT_SYNC_DEADLINE
@@ -39,11 +40,6 @@ if TYPE_CHECKING:
 __all__ = ["UNAVAILABLE_RETRY_AFTER", "create_app", "error_response", "form_app", "unavailable"]
 
 log = logging.getLogger(__name__)
-
-_FORMS: dict[str, dict[str, type[ServiceError]]] = {
-    "a": {"bad": FormABadRequest, "not_found": FormANotFound, "internal": FormAInternalError},
-    "b": {"bad": FormBInvalidRequest, "not_found": FormBNotFound, "internal": FormBInternalError},
-}
 
 
 def error_response(request_state: dict[str, Any] | None, error: ServiceError) -> JSONResponse:
@@ -93,12 +89,11 @@ class _CatchAll:
             if is_transient(exc):
                 # the database away for a while (a lost connection, a refused one, a lock not
                 # granted): the request can be sent again, and the pool connects again by itself
-                first = str(getattr(exc, "orig", None) or exc).splitlines()[:1]
-                log.warning("%s %s: the database is unavailable: %s", *where, "".join(first))
+                log.warning("%s %s: the database is unavailable: %s", *where, first_line(exc))
                 error = unavailable(self.form)
             else:
                 log.exception("unexpected error in %s %s", *where)
-                error = _FORMS[self.form]["internal"]()
+                error = http_error(exc, self.form)  # the form's 500, nothing of the exception
             if started:
                 raise
             state = scope.get("state")
@@ -121,26 +116,20 @@ def unavailable(form: str) -> ServiceError:
 
 def form_app(form: str) -> FastAPI:
     """An empty sub-application of ``form`` ("a" or "b") with the form's error handling."""
-    classes = _FORMS[form]
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
-        return error_response(_state(request), exc)
+        return error_response(_state(request), http_error(exc, form))
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(_state(request), classes["bad"](details=_describe(exc)))
+        bad = form_error(form, BadRequestError, details=_describe(exc))
+        return error_response(_state(request), bad)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 404:
-            error: ServiceError = classes["not_found"](details=f"No such path: {request.url.path}")
-        elif exc.status_code >= 500:
-            error = classes["internal"]()
-        else:
-            # e.g. 405: the form's bad request, with the real status
-            error = classes["bad"](details=str(exc.detail), status=exc.status_code)
+    async def framework_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        error = _framework_error(form, request.url.path, exc)
         return _with_headers(error_response(_state(request), error), exc, request)
 
     app.add_middleware(_CatchAll, form=form)
@@ -212,13 +201,20 @@ def create_app(
             return JSONResponse(
                 {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
             )
-        if exc.status_code == 404:
-            error: ServiceError = _FORMS[form]["not_found"](details=f"No such path: {path}")
-        else:
-            error = _FORMS[form]["bad"](details=str(exc.detail), status=exc.status_code)
-        return _with_headers(error_response(None, error), exc)
+        return _with_headers(error_response(None, _framework_error(form, path, exc)), exc)
 
     return root
+
+
+def _framework_error(form: str, path: str, exc: StarletteHTTPException) -> ServiceError:
+    """The form's answer for the framework's own HTTP errors: an unknown path is the form's not
+    found, a server error its internal error, the rest (a 405, say) its bad request with the
+    real status."""
+    if exc.status_code == 404:
+        return form_error(form, NotFoundError, details=f"No such path: {path}")
+    if exc.status_code >= 500:
+        return form_error(form, ServerError)
+    return form_error(form, BadRequestError, details=str(exc.detail), status=exc.status_code)
 
 
 def _with_headers(
