@@ -9,6 +9,8 @@ must not run SMTP quietly.
 """
 
 import difflib
+import functools
+import inspect
 import os
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -286,37 +288,26 @@ async def asubmit(
 def _check_engine_options(function: str, given: "Mapping[str, Any]") -> None:
     """``TypeError`` for a keyword that is no engine setting, as Python says it for a function's
     own parameters, with the closest valid name."""
-    import inspect
-
     settings = set(EngineSettings.model_fields)
     for name in given:
         if name in settings and name != "check_smtp":
             continue
-        own = [p for p in inspect.signature(aclean).parameters if p not in ("source", "out")]
+        own = sorted(_options())
         close = difflib.get_close_matches(name, [*own, *sorted(settings)], n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise TypeError(f"{function}() got an unexpected keyword argument {name!r}{hint}")
 
 
+@functools.cache
+def _options() -> frozenset[str]:
+    """The options of the entry points (:func:`aclean`'s keyword-only parameters): what is not
+    one of them is an engine setting."""
+    parameters = inspect.signature(aclean).parameters.values()
+    return frozenset(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
 def _make_run(source: Any, out: str | os.PathLike[str], options: dict[str, Any]) -> Run:
-    known = {
-        "email_column",
-        "table",
-        "query",
-        "encoding",
-        "backend",
-        "check_smtp",
-        "settings",
-        "quality",
-        "retry_unknown_after",
-        "accept_unreachable",
-        "verdicts",
-        "max_age",
-        "fresh",
-        "progress",
-        "extra_columns",
-    }
-    engine_overrides = {k: v for k, v in options.items() if k not in known}
+    engine_overrides = {k: v for k, v in options.items() if k not in _options()}
     return Run(
         source=source,
         out=_absolute(out),
