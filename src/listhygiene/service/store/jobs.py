@@ -518,8 +518,8 @@ def save_prepared(
 class _SaveStatements:
     """The statements of a save, built once per backend with bound parameters: on SQLite a save
     holds the write lock the server's admissions wait for, and building SQLAlchemy statements
-    anew in each save was most of its time under the lock (a save of 100: 1.5 ms, against
-    2.5-3.8 ms; ``benchmarks/saves.py``)."""
+    anew in each save was most of its time under the lock (``benchmarks/saves.py``; the figures
+    are in the CHANGELOG)."""
 
     beat_held: Any
     beat: Any
@@ -552,11 +552,10 @@ def duplicate_addresses(store: Store, job_id: str) -> dict[str, int]:
     """The job's addresses submitted more than once, with their number of rows: what a worker
     reads once per job for :func:`save_prepared` (every other address has one row).
 
-    One grouped read of the job's rows. Read per save instead, for each batch's addresses, it
-    cost PostgreSQL about 35 ms of CPU a save of 100 on a job just written (the table has no
-    statistics yet, and the planner reads all the job's rows for each batch): 3.5 s for a
-    10,000-address job's saves, against 0.24 s now (``benchmarks/saves.py``; docs/service.md,
-    "Fairness")."""
+    One grouped read of the job's rows. Read per save instead, for each batch's addresses, a
+    job just written has no statistics yet and PostgreSQL's planner reads all the job's rows
+    for each batch, so the saves' cost grows with the job (``benchmarks/saves.py``;
+    docs/service.md, "Fairness")."""
     query = (
         select(JobRow.address, func.count())
         .where(JobRow.job_id == job_id, JobRow.address.is_not(None))
