@@ -44,11 +44,7 @@ WORLD: dict[str, Any] = {
             "catch_all": True,
         },
     },
-    # big.test's host answers each command 100 ms late: sessions of chunks run at once overlap
-    "hosts": {
-        **{f"mx.{domain}": {} for domain in [*SIZES, "catchall.test"]},
-        "mx.big.test": {"latency_ms": 100},
-    },
+    "hosts": {f"mx.{domain}": {} for domain in [*SIZES, "catchall.test"]},
 }
 HOSTS = [f"mx.{domain}" for domain in [*SIZES, "catchall.test"]]
 
@@ -270,35 +266,60 @@ def test_chunks_open_no_more_sessions_per_host_and_merge_to_one_runs_folder(
     }
 
 
+#: Shared hosting: a giant domain and four small ones on one host that answers each command
+#: 100 ms late, so that the sessions of two chunks cleaned at once overlap.
+HOSTED = ("giant.test", *(f"small{i}.test" for i in range(4)))
+HOSTED_WORLD: dict[str, Any] = {
+    "domains": {
+        domain: {
+            "mx": [{"preference": 10, "host": "mx.hosting.test"}],
+            "mailboxes": [f"user{i}" for i in range(40)],
+        }
+        for domain in HOSTED
+    },
+    "hosts": {"mx.hosting.test": {"latency_ms": 100}},
+}
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared store", "no store"])
 def test_chunks_sharing_a_limit_split_the_giant_and_still_merge_to_one_runs_folder(
-    sandbox: Sandbox, tmp_path: Path
+    tmp_path: Path, shared: bool
 ) -> None:
-    """With a shared limit (the machine's Redis) the giant domain is cut across chunks; the
-    chunks, cleaned at once, hold no more sessions to its mail host at once than one run may,
-    and the merged folder is one run's."""
+    """With a shared limit (the machine's Redis) the giant domain is cut across both chunks;
+    the chunks, cleaned at once, each with a piece of it and two small domains on the same
+    host, hold no more sessions to that host at once than one run may (2), where without the
+    store each holds its own 2; the merged folder is one run's either way."""
     store = empty_redis(12)
-    source = contacts_csv(tmp_path / "contacts.csv")
-    single = listhygiene.clean(source, tmp_path / "single", settings=engine(sandbox))
-    reset(sandbox)
-    paths = split_by_domain(source, tmp_path / "chunks", chunks=3, shared_limits=store)
-    assert json.loads((tmp_path / "chunks" / SPLIT_MANIFEST).read_text())["split_domains"] == {
-        "big.test": 2
-    }
-    # three recipients a session: each chunk would hold two sessions to the host at once
-    settings = engine(sandbox).model_copy(update={"shared_limits": store, "rcpt_per_session": 3})
-    with ThreadPoolExecutor(len(paths)) as pool:
-        summaries = list(
-            pool.map(
-                lambda i: (
-                    listhygiene.clean(
-                        paths[i], tmp_path / f"chunk-{i}", settings=settings, quality="warn"
-                    ).summary
-                ),
-                range(len(paths)),
-            )
+    source = tmp_path / "hosted.csv"
+    rows = [f"user{i}@giant.test" for i in range(40)]
+    rows += [f"user{i}@{d}" for d in HOSTED[1:] for i in range(6)] + ["nobody@giant.test"]
+    source.write_text("email\n" + "\n".join(rows) + "\n")
+    with Sandbox(HOSTED_WORLD) as sandbox:
+        single = listhygiene.clean(source, tmp_path / "single", settings=engine(sandbox))
+        paths = split_by_domain(source, tmp_path / "chunks", chunks=2, shared_limits=store)
+        split = json.loads((tmp_path / "chunks" / SPLIT_MANIFEST).read_text())
+        assert split["split_domains"] == {"giant.test": 2}
+        # three recipients a session: a chunk's domains on the host want 2 sessions at once
+        settings = engine(sandbox).model_copy(
+            update={"shared_limits": store if shared else None, "rcpt_per_session": 3}
         )
-    big = sandbox.stats("mx.big.test")
-    assert 0 < big.max_held <= settings.host_concurrency
+        host = sandbox.stats("mx.hosting.test")
+        host.reset()
+        with ThreadPoolExecutor(len(paths)) as pool:
+            summaries = list(
+                pool.map(
+                    lambda i: (
+                        listhygiene.clean(
+                            paths[i], tmp_path / f"chunk-{i}", settings=settings, quality="warn"
+                        ).summary
+                    ),
+                    range(len(paths)),
+                )
+            )
+        if shared:
+            assert 0 < host.max_held <= settings.host_concurrency == 2
+        else:
+            assert host.max_held > settings.host_concurrency  # what the store prevents
     merged = merge_chunks(
         summaries, tmp_path / "merged", manifest=tmp_path / "chunks" / SPLIT_MANIFEST
     )
