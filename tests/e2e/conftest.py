@@ -24,7 +24,6 @@ from tests.e2e.fleet import RCPT_PER_SESSION, WORLD, FleetWorld, write_list
 from tests.e2e.outputs import read_run_folder
 from tests.e2e.processes import BIN, REPO, Processes, sweep
 
-REDIS_URL = os.environ.get("LISTHYGIENE_TEST_REDIS", "redis://127.0.0.1:6379")
 MARKER_NAME = "LISTHYGIENE_E2E_RUN"
 
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
-import redis
 
 from listhygiene.pipeline.quality import STATUSES
 
@@ -69,14 +68,6 @@ def write_list(path: Path) -> int:
     path.write_text("id,email\n" + "".join(f"{n},{e}\n" for n, e in enumerate(rows, 1)))
     assert sum(r.lower().endswith(f"@{GIANT}") for r in rows) > len(rows) / 2
     return len(rows)
-
-
-def flushed_store(url: str) -> str:
-    """``url`` (a Redis database of one test's own), emptied: what a run learnt of a host lives
-    an hour there, and must not make the next run's sessions for it."""
-    with redis.Redis.from_url(url) as client:
-        client.flushdb()
-    return url
 
 
 @dataclass(frozen=True)

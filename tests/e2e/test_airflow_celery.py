@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
+from tests.conftest import REDIS_URL, empty_redis
 from tests.e2e.airflow_stack import SERVICES, AirflowDeployment, airflow_env
-from tests.e2e.conftest import REDIS_URL
 from tests.e2e.fleet import (
     FleetWorld,
     assert_chunks_overlapped,
@@ -22,7 +22,6 @@ from tests.e2e.fleet import (
     assert_merged_polite,
     assert_same_as_single,
     assert_split_cut_the_giant,
-    flushed_store,
 )
 from tests.e2e.outputs import read_run_folder
 from tests.e2e.processes import Processes, free_port
@@ -138,7 +137,7 @@ def test_mapped_chunks_share_one_politeness_budget(
     makes the split cut the giant domain across both chunks and the two workers' engines take
     their SMTP sessions from one budget: verifying at once, they meet no limit of the hosts
     that count a client's connections, and the merge is one run's folder."""
-    store = flushed_store(f"{REDIS_URL}/9")
+    store = empty_redis(9)
     extra = {"backend": "local", "shared_limits": store, **fleet_world.engine()}
     deployment.set_connection("listhygiene_default", {"conn_type": "listhygiene", "extra": extra})
     before = fleet_world.defences()

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import REDIS_URL
+from tests.conftest import empty_redis
 from tests.e2e.fleet import (
     FleetWorld,
     assert_chunks_overlapped,
@@ -27,7 +27,6 @@ from tests.e2e.fleet import (
     assert_merged_polite,
     assert_same_as_single,
     assert_split_cut_the_giant,
-    flushed_store,
 )
 from tests.e2e.outputs import read_run_folder
 from tests.e2e.processes import REPO, Processes, free_port
@@ -203,7 +202,7 @@ def test_chunked_job_shares_one_politeness_budget(
     launcher, the multiprocess executor: one process a step) with the backend resource's
     ``shared_limits``: the split cuts the giant domain, the two chunk steps verify at once
     from one budget and meet no limit of the hosts, and the merge is one run's folder."""
-    store = flushed_store(f"{REDIS_URL}/8")
+    store = empty_redis(8)
     config = {
         "ops": {"fleet_chunks_split": {"config": {"source": str(fleet_world.source)}}},
         "resources": {
