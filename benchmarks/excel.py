@@ -2,7 +2,7 @@
 python-calamine (Rust), on the sample XLSX and on generated larger ones (issue 19, item 7).
 
 Each reader runs in a child process of its own, which reads every row of the first sheet and
-turns each into text cells as the pipeline does (``_excel._text_row``), in batches of 65,536
+turns each into text cells as the pipeline does (``sources.excel._text_row``), in batches of 65,536
 Arrow rows; the child reports its wall time and its peak RSS (``ru_maxrss``).
 
     .venv/bin/python benchmarks/excel.py                 # the sample, 100k and 300k rows
@@ -26,7 +26,7 @@ CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
 import pyarrow as pa
-from listhygiene.pipeline._excel import _text_row
+from listhygiene.pipeline.sources.excel import _text_row
 
 path, reader = Path(sys.argv[1]), sys.argv[2]
 started = time.perf_counter()

@@ -98,7 +98,8 @@ def rss() -> int:
 
 def child_check(folder: str, rows: int, counts: dict[str, int], mode: str, batch: int) -> dict:
     """In the child: import GX, then run one way of checking; report time and memory."""
-    from listhygiene.pipeline.quality import _import_gx, run_quality_checks
+    from listhygiene.pipeline.quality import run_quality_checks
+    from listhygiene.pipeline.quality.suite import _import_gx
 
     _import_gx()
     base = rss()
@@ -149,7 +150,7 @@ def stand_in_work(rounds: int = 60) -> float:
     """CPU work like the pipeline's verify stage (Python per address, pyarrow per batch)."""
     import pyarrow.compute as pc
 
-    from listhygiene.pipeline.prepare import clean_cells
+    from listhygiene.email_cells import clean_cells
 
     addresses = pa.array([f" User{i}@Example{i % 97}.test " for i in range(200_000)])
     started = time.perf_counter()

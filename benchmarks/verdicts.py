@@ -176,8 +176,7 @@ def _generated(count: int) -> "Any":
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from listhygiene.pipeline.backends import KEY, results_table
-    from listhygiene.results import DomainReputation, VerificationResult
+    from listhygiene.results import KEY, DomainReputation, VerificationResult, results_table
     from listhygiene.statuses import DnsOutcome, Facts, MailboxOutcome
 
     kinds = [
@@ -230,8 +229,8 @@ def _timed(step: str, work: "Any") -> dict[str, Any]:
 def _store_steps(url: str, table: "Any") -> list[dict[str, Any]]:
     import pyarrow as pa
 
-    from listhygiene.pipeline.backends import KEY
     from listhygiene.pipeline.verdict_memory import SAVE_BATCH
+    from listhygiene.results import KEY
     from listhygiene.verdicts import VerdictStore
 
     job = 200_000

@@ -137,3 +137,17 @@ def test_an_engine_setting_is_taken_as_a_keyword(tmp_path: Path) -> None:
     source.write_text("email\nann@example.test\n")
     with pytest.raises(ValueError, match="--shared-limits 'memcached://x'"):
         listhygiene.clean(source, tmp_path / "out", check_smtp=False, shared_limits="memcached://x")
+
+
+def test_the_pipeline_facade_gives_every_name_it_lists() -> None:
+    # The interfaces import the pipeline from its façade only (.importlinter, "facade"); a name
+    # listed there and not given would fail them at import, some only on first use.
+    import listhygiene.pipeline as pipeline
+
+    missing = [name for name in pipeline.__all__ if not hasattr(pipeline, name)]
+    assert missing == []
+    assert pipeline.open_source is __import__(
+        "listhygiene.pipeline.sources", fromlist=["open_source"]
+    ).open_source
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        pipeline.nothing_here  # noqa: B018

@@ -189,7 +189,7 @@ def test_form_b_status(case: Facts, expected: tuple[FormBStatus, Reason | None])
 def test_job_statuses_and_events_come_from_the_vocabulary() -> None:
     from listhygiene import vocabulary
     from listhygiene.clients import TERMINAL_STATUSES, JobStatus
-    from listhygiene.pipeline.remote import FormABackend, FormBBackend
+    from listhygiene.pipeline.backends.remote import FormABackend, FormBBackend
     from listhygiene.service.store.models import FORMS, JOB_KINDS, JOB_STATUSES
 
     assert JobStatus is vocabulary.JobStatus

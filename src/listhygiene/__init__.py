@@ -19,7 +19,7 @@ from listhygiene.errors import (
     StorageError,
     UnreachableError,
 )
-from listhygiene.pipeline.run import CleanResult, aclean, asubmit, clean, submit
+from listhygiene.pipeline import CleanResult, aclean, asubmit, clean, submit
 from listhygiene.results import DomainReputation, VerificationResult, arrow_schema
 from listhygiene.statuses import FormBStatus, Reason, Status
 

@@ -31,10 +31,12 @@ __all__ = [
     "EXTRA_FIELDS",
     "FORM_A_BATCH_FIELDS",
     "FORM_A_FIELDS",
+    "KEY",
     "DomainReputation",
     "VerificationResult",
     "arrow_schema",
     "extra_fields",
+    "results_table",
     "to_arrow",
 ]
 
@@ -454,3 +456,20 @@ def to_arrow(results: Iterable[VerificationResult], *, internal: bool = False) -
     schema = arrow_schema(internal=internal)
     rows = [r.to_row(internal=internal) for r in results]
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+#: The column of the pipeline's result tables that holds the address as it was submitted.
+KEY = "_address"
+
+
+def results_table(pairs: Iterable[tuple[str, VerificationResult]]) -> "pa.Table":
+    """(submitted address, result) pairs as a result table."""
+    import pyarrow as pa
+
+    keys: list[str] = []
+    rows: list[dict[str, Any]] = []
+    for key, result in pairs:
+        keys.append(key)
+        rows.append(result.to_row(internal=True))
+    table = pa.Table.from_pylist(rows, schema=arrow_schema(internal=True))
+    return table.add_column(0, KEY, pa.array(keys, pa.string()))

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from listhygiene.pipeline.chunks import ROW_COLUMN, SPLIT_MANIFEST, merge_chunks, split_by_domain
+from listhygiene.pipeline import ROW_COLUMN, SPLIT_MANIFEST, merge_chunks, split_by_domain
 
 __all__ = ["ROW_COLUMN", "SPLIT_MANIFEST", "merge_outputs", "split_list"]
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from listhygiene.pipeline.quality import STATUSES
+from listhygiene.pipeline import STATUSES
 
 __all__ = [
     "XCOM_LIMIT",

@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-from listhygiene.statuses import Status
+from listhygiene.pipeline import STATUSES
 from listhygiene_dagster.checks import (
     ROW_COLUMN,
     ROW_CONSERVATION,
@@ -36,12 +36,9 @@ from listhygiene_dagster.checks import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from listhygiene.pipeline.quality import QualityReport
+    from listhygiene.pipeline import QualityReport
 
 __all__ = ["STATUSES", "build_email_hygiene_assets", "column_schema", "statuses_table"]
-
-#: The seven statuses, in the product's order: one asset each.
-STATUSES: tuple[str, ...] = tuple(status.value for status in Status)
 
 #: Columns shown in a status asset's preview, when present.
 _PREVIEW = ("email", "status", "reason", "score")
@@ -207,7 +204,7 @@ def build_email_hygiene_assets(
         ins={"verification": dg.AssetIn(key=verification_key)},
     )
     def statuses(context: dg.AssetExecutionContext, verification: dict[str, Any]) -> Any:
-        from listhygiene.pipeline.run import CleanResult
+        from listhygiene.pipeline import CleanResult
 
         result = CleanResult(verification["out"], dict(verification["summary"]))
         for status in STATUSES:
@@ -263,7 +260,7 @@ def _clean(
     stays, so the next materialisation resumes it (docs/dagster.md, "Terminating a run").
     """
     from listhygiene import aclean
-    from listhygiene.pipeline.cancel import CancellableRun
+    from listhygiene.pipeline import CancellableRun
     from listhygiene_dagster.failures import failing_as_dagster
 
     running = CancellableRun()
@@ -292,7 +289,7 @@ def _stop_remote_jobs(context: dg.AssetExecutionContext, out: str, backend: Any)
     """Cancel (form B) or abandon (form A) the jobs the terminated run recorded."""
     import asyncio
 
-    from listhygiene.pipeline.cancel import cancel_jobs, recorded_jobs
+    from listhygiene.pipeline import cancel_jobs, recorded_jobs
 
     jobs = recorded_jobs(out)
     if jobs:
@@ -363,8 +360,7 @@ def _verdict_metadata(out: str, summary: Mapping[str, Any]) -> dict[str, Any]:
     path and the transitions."""
     import pyarrow.parquet as pq
 
-    from listhygiene.pipeline.outputs import OutputFolder
-    from listhygiene.pipeline.verdict_memory import CHANGED
+    from listhygiene.pipeline import CHANGED, OutputFolder
 
     counts = summary.get("verdicts") or {}
     metadata: dict[str, Any] = {

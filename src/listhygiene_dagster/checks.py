@@ -18,13 +18,13 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-from listhygiene.pipeline.quality import CHECKS
-from listhygiene.pipeline.quality import ROW_COLUMN as ROW_COLUMN
+from listhygiene.pipeline import CHECKS
+from listhygiene.pipeline import ROW_COLUMN as ROW_COLUMN
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from listhygiene.pipeline.quality import QualityReport
+    from listhygiene.pipeline import QualityReport
 
 __all__ = [
     "QUALITY_CHECKS",
@@ -80,8 +80,7 @@ def quality_report(verification: Mapping[str, Any]) -> "QualityReport":
     """Run the pipeline's checks over the published files of ``verification`` (the value of the
     verification asset: ``out``, ``summary``, ``input_rows``). Never raises because a check
     fails; reads every row of the seven Parquet files of the output folder, a batch at a time."""
-    from listhygiene.pipeline.outputs import OutputFolder
-    from listhygiene.pipeline.quality import STATUSES, check_outputs
+    from listhygiene.pipeline import STATUSES, OutputFolder, check_outputs
 
     folder = OutputFolder(str(verification["out"]))
     return check_outputs(

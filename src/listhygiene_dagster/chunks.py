@@ -43,7 +43,7 @@ def build_chunked_clean_job(
         },
     )
     def split(context: dg.OpExecutionContext) -> Any:
-        from listhygiene.pipeline.chunks import split_by_domain
+        from listhygiene.pipeline import split_by_domain
 
         folder = Path(output_dir) / name / context.run_id / "chunks"
         config = context.op_config
@@ -81,7 +81,7 @@ def build_chunked_clean_job(
 
     @dg.op(name=f"{name}_merge")
     def merge(context: dg.OpExecutionContext, summaries: list[dict[str, Any]]) -> dict[str, Any]:
-        from listhygiene.pipeline.chunks import SPLIT_MANIFEST, merge_chunks
+        from listhygiene.pipeline import SPLIT_MANIFEST, merge_chunks
 
         folder = Path(output_dir) / name / context.run_id
         summary = _failing_as_dagster(

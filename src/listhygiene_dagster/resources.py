@@ -24,9 +24,7 @@ if TYPE_CHECKING:
 
     from listhygiene.clients import ClientSettings
     from listhygiene.engine import EngineSettings
-    from listhygiene.pipeline.backends import Backend
-    from listhygiene.pipeline.result import CleanResult
-    from listhygiene.pipeline.writeback import WriteBack
+    from listhygiene.pipeline import Backend, CleanResult, WriteBack
 
 __all__ = [
     "ContactSourceResource",
@@ -134,7 +132,7 @@ class VerificationBackendResource(dg.ConfigurableResource):
         """A new backend for one run (the pipeline closes it when the run ends), built by the
         core's ``make_backend`` as for the CLI and Airflow (docs/backends.md)."""
         from listhygiene.errors import ConfigurationError
-        from listhygiene.pipeline.backends import make_backend
+        from listhygiene.pipeline import make_backend
 
         if self.kind == "local":
             return make_backend("local", settings=self.engine_settings())
@@ -282,7 +280,7 @@ class ContactSourceResource(dg.ConfigurableResource):
         record a row, text formats as strings. A chunk is read in a streaming pass."""
         import pyarrow as pa
 
-        from listhygiene.pipeline.sources import open_source
+        from listhygiene.pipeline import open_source
 
         source = open_source(self.location(partition_key), table=self.table, query=self.query)
         bounds = chunk_bounds(partition_key) if partition_key is not None else None

@@ -90,7 +90,7 @@ def test_hook_builds_each_backend_from_its_connection(
     airflow_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from listhygiene.pipeline.backends import LocalBackend
-    from listhygiene.pipeline.remote import FormABackend, FormBBackend
+    from listhygiene.pipeline.backends.remote import FormABackend, FormBBackend
     from listhygiene_airflow.hooks.verification import ListHygieneHook
 
     set_connection(

@@ -334,7 +334,7 @@ def test_form_b_backend_through_the_local_service(
 def test_backend_resource_builds_each_kind_and_needs_a_url_and_key(tmp_path: Path) -> None:
     from listhygiene.clients import EventStore
     from listhygiene.pipeline.backends import LocalBackend
-    from listhygiene.pipeline.remote import FormABackend, FormBBackend
+    from listhygiene.pipeline.backends.remote import FormABackend, FormBBackend
 
     local = VerificationBackendResource(dns_server="127.0.0.1:5300", retry_delays=[0.5])
     assert isinstance(local.get_backend(), LocalBackend)

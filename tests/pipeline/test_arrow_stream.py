@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 import listhygiene
-from listhygiene.pipeline._tables import StreamSource
 from listhygiene.pipeline.sources import SourceError, open_source
+from listhygiene.pipeline.sources.tables import StreamSource
 from listhygiene.sandbox import Sandbox
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "crm_export.csv"

@@ -3,8 +3,8 @@
 import pyarrow as pa
 import pytest
 
-from listhygiene.pipeline.columns import find_email_column
 from listhygiene.pipeline.sources import SourceError
+from listhygiene.pipeline.sources.columns import find_email_column
 
 
 def find(columns: dict[str, list[object]], requested: str | None = None) -> str:

@@ -21,7 +21,7 @@ import listhygiene
 from listhygiene.clients import ClientSettings
 from listhygiene.engine import Engine, EngineSettings
 from listhygiene.pipeline.backends import JobRef
-from listhygiene.pipeline.remote import FormABackend, FormBBackend
+from listhygiene.pipeline.backends.remote import FormABackend, FormBBackend
 from listhygiene.pipeline.run import STATUSES, PipelineError
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.app import create_app
@@ -440,7 +440,7 @@ async def test_an_event_before_the_status_catches_up_does_not_make_the_wait_spin
 def test_a_result_file_carries_the_credits_its_job_charged() -> None:
     """A result file has no credits column: one credit per result that is not unknown, unless
     the job's status says it charged another number, which is then what the rows add up to."""
-    from listhygiene.pipeline.remote import _file_results
+    from listhygiene.pipeline.backends.remote import _file_results
 
     data = (
         b"id,email,status,score,reason,is_deliverable,is_disposable,is_catchall,is_role,"
@@ -690,7 +690,7 @@ def test_an_smtp_list_longer_than_one_round_of_batches_goes_as_a_file_job(
 ) -> None:
     """SMTP-heavy by size: over 200 addresses (four batches of 50 in flight), a file job at once;
     without SMTP, batches whatever the length (a file job always probes)."""
-    from listhygiene.pipeline.remote import FILE_THRESHOLD
+    from listhygiene.pipeline.backends.remote import FILE_THRESHOLD
 
     _, store = service
     path = tmp_path / "list.csv"

@@ -999,7 +999,7 @@ def test_postgres_rows_come_over_copy_as_the_cursor_gives_them(
 ) -> None:
     """ADBC's binary COPY gives the same schema and values as the cursor's rows; a column it
     would give otherwise (numeric) sends the whole read through the cursor."""
-    from listhygiene.pipeline._sql import SqlSource
+    from listhygiene.pipeline.sources.sql import SqlSource
 
     # a % written in a query is one % (compiled for psycopg, it would be two)
     like = f"select id, note from {postgres_typed_table} where note in ('100% ü 12', 'x') or id < 3"
@@ -1047,7 +1047,7 @@ def test_utf8_check_by_blocks_says_where_the_text_stops_decoding(
 ) -> None:
     """Arrow validates each block and Python's decoder only says where: characters a block's
     end cuts in two are whole, and the offset is the first byte that does not decode."""
-    from listhygiene.pipeline import _encoding
+    from listhygiene.pipeline.sources import text as _encoding
 
     monkeypatch.setattr(_encoding, "_BLOCK", block)
     good = "name,email\nJosé,\u00e9\u4e2d\U0001f600@x.test\n".encode()
@@ -1077,7 +1077,7 @@ def test_csv_chunks_are_parsed_ahead_in_a_thread_and_it_stops_with_the_reading(
     "Speed"); a caller that stops early leaves no thread behind, and errors arrive in place."""
     import threading
 
-    from listhygiene.pipeline import _delimited
+    from listhygiene.pipeline.sources import delimited as _delimited
 
     monkeypatch.setattr(_delimited, "_MIN_CHUNK", 64)
     monkeypatch.setattr(_delimited, "_MAX_CHUNK", 64)

@@ -19,7 +19,7 @@ import pytest
 import listhygiene
 from listhygiene.clients import ClientSettings
 from listhygiene.engine import Engine
-from listhygiene.pipeline.remote import FormBBackend
+from listhygiene.pipeline.backends.remote import FormBBackend
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.app import create_app
 from listhygiene.service.store import Store

@@ -17,6 +17,7 @@ import pytest
 
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.store import Store, form_b_limits
+from listhygiene.service.store.batching import StoreBatches
 from tests.service.live import Server
 
 #: Mailboxes of the sample world on domains with working DNS: without SMTP each is ``valid``
@@ -162,8 +163,8 @@ def test_admit_many_answers_as_one_admission_after_the_other(store: Store) -> No
 
 async def test_coalesced_calls_share_transactions_and_stay_exact(store: Store) -> None:
     key, row = store.create_key("coalesced", 150, limits={"b_per_hour": 400})
-    batches = store.batches()
-    assert store.batches() is batches  # one per store and event loop
+    batches = StoreBatches.for_loop(store)
+    assert StoreBatches.for_loop(store) is batches  # one per store and event loop
 
     admitted = await asyncio.gather(*(batches.admit(key, form_b_limits) for _ in range(500)))
     allowed = [hits[-1].allowed for _, hits in admitted]
@@ -181,7 +182,7 @@ async def test_coalesced_calls_share_transactions_and_stay_exact(store: Store) -
 
 async def test_a_reservation_whose_request_is_gone_gives_its_credits_back(store: Store) -> None:
     _, row = store.create_key("gone", 20)
-    batches = store.batches()
+    batches = StoreBatches.for_loop(store)
     waiting = [asyncio.ensure_future(batches.reserve(row.id, 2)) for _ in range(10)]
     await asyncio.sleep(0)  # the first batch is in the database; the rest wait for the next
     for task in waiting:

@@ -10,8 +10,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from listhygiene.pipeline.backends import KEY, results_table
-from listhygiene.results import DomainReputation, VerificationResult, arrow_schema
+from listhygiene.results import (
+    KEY,
+    DomainReputation,
+    VerificationResult,
+    arrow_schema,
+    results_table,
+)
 from listhygiene.statuses import DnsOutcome, Facts, MailboxOutcome, Reason
 from listhygiene.verdicts import (
     DEFAULT_MAX_AGE,

@@ -171,7 +171,7 @@ def clean(
         LISTHYGIENE_API_KEY=lh_... listhygiene clean contacts.csv --out cleaned/ \\
             --backend form-b --base-url https://verify.example.com/b/v1
     """
-    from listhygiene.pipeline.run import clean as run_clean
+    from listhygiene.pipeline import clean as run_clean
     from listhygiene.progress import ProgressBars
 
     if (write_back_url is None) != (write_back_table is None):
@@ -220,7 +220,7 @@ def clean(
     summary = result.summary
     written = None
     if write_back_url is not None and write_back_table is not None:
-        from listhygiene.pipeline.writeback import write_back
+        from listhygiene.pipeline import write_back
 
         try:
             written = write_back(result.out, write_back_url, write_back_table, key=write_back_key)
@@ -271,13 +271,13 @@ def use_storage_options(pairs: tuple[str, ...]) -> None:
     import os
 
     from listhygiene.errors import ConfigurationError
-    from listhygiene.pipeline.storage import ENV, parse_option, storage_options
+    from listhygiene.pipeline import STORAGE_OPTIONS_VARIABLE, parse_option, storage_options
 
     try:
         options = {**storage_options(), **dict(parse_option(p) for p in pairs)}
     except ConfigurationError as exc:
         raise click.BadParameter(str(exc), param_hint="--storage-option") from None
-    os.environ[ENV] = json.dumps(options)
+    os.environ[STORAGE_OPTIONS_VARIABLE] = json.dumps(options)
 
 
 def _fail(exc: Exception, *, backend: str, base_url: str | None, as_json: bool) -> NoReturn:
@@ -330,7 +330,7 @@ def remote_backend(
     ``make_backend``; docs/backends.md)."""
     import os
 
-    from listhygiene.pipeline.backends import make_backend
+    from listhygiene.pipeline import make_backend
 
     if not base_url:
         raise click.UsageError(f"--backend {form} needs --base-url")

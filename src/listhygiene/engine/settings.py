@@ -154,7 +154,7 @@ class EngineSettings(BaseSettings):
         if value and value.strip().lower() == "none":
             return None
         parse_proxies(value)  # raises ConfigurationError with the reason
-        return value  # as given: it is part of a run's fingerprint (pipeline/backends.py)
+        return value  # as given: it is part of a run's fingerprint (pipeline/backends/)
 
     @field_validator("lists_dir")
     @classmethod

@@ -1,1 +1,131 @@
-"""The pipeline: an address table in; one Parquet file per status, checks and a report out."""
+"""The pipeline: an address table in; one Parquet file per status, checks and a report out.
+
+This is the pipeline's façade: the CLI, the service, the Airflow provider and the Dagster
+integration import from here, never from the modules behind it. The package, layer by layer
+(docs/architecture.md draws it; ``.importlinter`` keeps it so)::
+
+    api.py, result.py      clean(), aclean(), submit(), asubmit(); CleanResult
+    runner.py, chunks.py   a run's stages, resumable (workdir.py); a list split and merged
+    cancel.py              cancelling a run's jobs
+    writer.py, publish.py  rows joined and written per status; the one publish step
+    summary.py, report.py  summary.json and report.html (advice.py, report_advice.py)
+    writeback.py           results written back to a database table
+    quality/               the output checks (great-expectations, in a warm child process)
+    worktables.py          DuckDB over the work folder: distinct addresses, the join
+    verdict_memory.py      the verdict store's part of a run
+    backends/              what addresses are verified with: local engine, form A, form B
+    sources/               what a table is read from (files by format, SQL, DataFrames, URLs)
+                           and which of its columns holds the addresses
+    outputs.py, storage.py where files go: local folders and object storage
+    layout.py              the names of the published files
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from listhygiene.errors import BackendError, PipelineError, QualityError, UnreachableError
+from listhygiene.pipeline.api import aclean, asubmit, clean, submit
+from listhygiene.pipeline.backends import (
+    KEY,
+    Backend,
+    JobRef,
+    WaitTimeout,
+    make_backend,
+    wait_until_done,
+)
+from listhygiene.pipeline.cancel import CancellableRun, RunCancelled, cancel_jobs, recorded_jobs
+from listhygiene.pipeline.chunks import merge_chunks, split_by_domain
+from listhygiene.pipeline.layout import (
+    CHANGED,
+    REPORT,
+    ROW_COLUMN,
+    SPLIT_MANIFEST,
+    STATUSES,
+    SUMMARY,
+    status_file,
+)
+from listhygiene.pipeline.outputs import OutputError, OutputFolder
+from listhygiene.pipeline.quality import (
+    CHECKS,
+    QualityReport,
+    QualityWorker,
+    check_outputs,
+    run_quality_checks,
+    warm_up,
+)
+from listhygiene.pipeline.result import CleanResult
+from listhygiene.pipeline.runner import Progress
+from listhygiene.pipeline.storage import ENV as STORAGE_OPTIONS_VARIABLE
+from listhygiene.pipeline.storage import parse_option, storage_options
+from listhygiene.pipeline.writeback import WriteBack, write_back
+
+if TYPE_CHECKING:
+    from listhygiene.pipeline.sources import Source, SourceError, SourceInfo, open_source
+
+#: Names whose module imports pyarrow, given on first use: ``import listhygiene`` (and the CLI's
+#: start-up, tests/test_boundaries.py) stays without it.
+_ON_FIRST_USE = {
+    "Source": "listhygiene.pipeline.sources",
+    "SourceError": "listhygiene.pipeline.sources",
+    "SourceInfo": "listhygiene.pipeline.sources",
+    "open_source": "listhygiene.pipeline.sources",
+}
+
+__all__ = [
+    "CHANGED",
+    "CHECKS",
+    "KEY",
+    "REPORT",
+    "ROW_COLUMN",
+    "SPLIT_MANIFEST",
+    "STATUSES",
+    "STORAGE_OPTIONS_VARIABLE",
+    "SUMMARY",
+    "Backend",
+    "BackendError",
+    "CancellableRun",
+    "CleanResult",
+    "JobRef",
+    "OutputError",
+    "OutputFolder",
+    "PipelineError",
+    "Progress",
+    "QualityError",
+    "QualityReport",
+    "QualityWorker",
+    "RunCancelled",
+    "Source",
+    "SourceError",
+    "SourceInfo",
+    "UnreachableError",
+    "WaitTimeout",
+    "WriteBack",
+    "aclean",
+    "asubmit",
+    "cancel_jobs",
+    "check_outputs",
+    "clean",
+    "make_backend",
+    "merge_chunks",
+    "open_source",
+    "parse_option",
+    "recorded_jobs",
+    "run_quality_checks",
+    "split_by_domain",
+    "status_file",
+    "storage_options",
+    "submit",
+    "wait_until_done",
+    "warm_up",
+    "write_back",
+]
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

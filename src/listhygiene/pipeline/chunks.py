@@ -33,11 +33,17 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from listhygiene.pipeline.quality import ROW_COLUMN, STATUSES
+from listhygiene.pipeline.layout import (
+    CHANGED,
+    ROW_COLUMN,
+    SPLIT_MANIFEST,
+    STATUSES,
+    SUMMARY,
+    status_file,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,12 +56,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ROW_COLUMN", "SPLIT_MANIFEST", "merge_chunks", "plan_chunks", "split_by_domain"]
 
-#: Written next to the chunks: the input, its email column, its row count and the chunk files.
-SPLIT_MANIFEST = "split.json"
 #: Rows per batch while splitting and merging.
 BATCH_ROWS = 65_536
-#: Domains shown in the summary's ``top_domains``, as a single run shows them.
-TOP_DOMAINS = 15
 
 
 def plan_chunks(
@@ -123,8 +125,8 @@ def split_by_domain(
     import pyarrow.parquet as pq
 
     from listhygiene.engine.settings import EngineSettings
-    from listhygiene.pipeline.columns import find_email_column
     from listhygiene.pipeline.sources import open_source
+    from listhygiene.pipeline.sources.columns import find_email_column
 
     if chunks < 1:
         raise ValueError("chunks must be 1 or more")
@@ -201,13 +203,13 @@ def split_by_domain(
 def _domains(cells: "pa.Array") -> "pa.Array":
     """The domain of each cell's address as ``clean`` reads it (after its last ``@``); null
     where the cell holds none."""
-    from listhygiene.pipeline.prepare import clean_cells
+    from listhygiene.email_cells import clean_cells
 
     return _domains_of(clean_cells(cells))
 
 
 def _domains_of(text: "pa.Array") -> "pa.Array":
-    """The domains of cleaned cells (:func:`~listhygiene.pipeline.prepare.clean_cells`)."""
+    """The domains of cleaned cells (:func:`~listhygiene.email_cells.clean_cells`)."""
     import pyarrow.compute as pc
 
     found = pc.extract_regex(text, r"@(?P<domain>[^@\s]+)$")
@@ -237,7 +239,7 @@ class _Placing:
         import numpy as np
         import pyarrow.compute as pc
 
-        from listhygiene.pipeline.prepare import clean_cells
+        from listhygiene.email_cells import clean_cells
 
         text = clean_cells(cells)
         at = pc.index_in(_domains_of(text), value_set=self.known)
@@ -301,11 +303,11 @@ def merge_chunks(
     :class:`~listhygiene.errors.UnreachableError` is raised and nothing is published, unless
     ``accept_unreachable``.
     """
-    from listhygiene.errors import QualityError, UnreachableError
-    from listhygiene.pipeline.outputs import SUMMARY, OutputFolder
+    from listhygiene.errors import UnreachableError
+    from listhygiene.pipeline.outputs import OutputFolder
+    from listhygiene.pipeline.publish import publish
     from listhygiene.pipeline.quality import check_outputs
-    from listhygiene.pipeline.report import render_report
-    from listhygiene.pipeline.verdict_memory import CHANGED
+    from listhygiene.pipeline.summary import merged_health, merged_summary
 
     started = time.perf_counter()
     if quality not in ("fail", "warn"):
@@ -314,7 +316,7 @@ def merge_chunks(
     if not parts:
         raise ValueError("nothing to merge: no chunk summaries")
     split = _manifest(manifest)
-    health = _merged_health(part.get("health") for part in parts)
+    health = merged_health(part.get("health") for part in parts)
     if health["problem"] and not accept_unreachable:
         raise UnreachableError(
             f"{health['problem']}; nothing was merged (accept_unreachable=True merges them)",
@@ -328,16 +330,16 @@ def merge_chunks(
         expected_rows = int(split["rows"]) if "rows" in split else total
     try:
         file_rows = {
-            status: _merge_file(sources, f"{status}.parquet", folder, numbers=True)
+            status: _merge_file(sources, status_file(status), folder, numbers=True)
             for status in STATUSES
         }
         changed = [s for s in sources if _exists(s.fs, s.final(CHANGED))]
         changed_rows = _merge_file(changed, CHANGED, folder) if changed else None
-        summary = _merged_summary(parts, split, folder.url, expected_rows, file_rows, health)
+        summary = merged_summary(parts, split, folder.url, expected_rows, file_rows, health)
         if changed_rows is not None:
             summary["verdict_store"] = {"changed_file": {"path": CHANGED, "rows": changed_rows}}
         report = check_outputs(
-            {s: folder.staged(f"{s}.parquet") for s in STATUSES},
+            {s: folder.staged(status_file(s)) for s in STATUSES},
             expected_rows=expected_rows,
             summary_rows=summary["rows"]["by_status"],
             row_numbers={s: folder.staged(_numbers_file(s)) for s in STATUSES},
@@ -346,17 +348,14 @@ def merge_chunks(
         )
         summary["quality"] = {**report.as_dict(), "mode": quality}
         summary["timings"]["seconds"]["merge"] = round(time.perf_counter() - started, 3)
-        if not report.passed and quality == "fail":
-            details = "; ".join(f"{c.name}: {c.details}" for c in report.failed())
-            raise QualityError(
-                f"data-quality checks of the merged output failed, nothing was published: "
-                f"{details}",
-                summary["quality"],
-            )
-        folder.write_text("report.html", render_report(summary))
-        folder.write_text(SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False))
-        extra = [CHANGED] if changed_rows is not None else []
-        folder.publish([f"{s}.parquet" for s in STATUSES] + extra + ["report.html", SUMMARY])
+        publish(
+            folder,
+            summary,
+            report,
+            quality_mode=quality,
+            changed=changed_rows is not None,
+            checks="data-quality checks of the merged output",
+        )
     except BaseException:
         folder.discard()
         raise
@@ -367,7 +366,7 @@ def _chunk_summary(chunk: "Mapping[str, Any] | str | os.PathLike[str]") -> dict[
     """A chunk run's summary, given or read from its output folder's ``summary.json``."""
     if isinstance(chunk, Mapping):
         return dict(chunk)
-    from listhygiene.pipeline.outputs import SUMMARY, OutputFolder
+    from listhygiene.pipeline.outputs import OutputFolder
 
     source = OutputFolder(os.fspath(chunk))
     with source.fs.open_input_stream(source.final(SUMMARY)) as stream:
@@ -478,103 +477,3 @@ def _in_order(files: list[Any], schema: "pa.Schema") -> "Iterator[pa.Table]":
             else:
                 held[index] = table.slice(cut)
         yield pa.concat_tables(taken).sort_by(ROW_COLUMN)
-
-
-def _merged_summary(
-    parts: list[dict[str, Any]],
-    split: Mapping[str, Any],
-    out: str,
-    expected_rows: int,
-    file_rows: Mapping[str, int],
-    health: Mapping[str, Any],
-) -> dict[str, Any]:
-    """One run's summary from the chunks': counts added up (each distinct address is in one
-    chunk, so the sums are the list's), the top domains ranked again."""
-    from listhygiene.pipeline.summary import run_politeness
-
-    first = parts[0]
-    by_status: Counter[str] = Counter()
-    by_reason: Counter[str] = Counter()
-    addresses: Counter[str] = Counter()
-    credits: dict[str, float] = {}
-    verdicts: Counter[str] = Counter()
-    domains: dict[str, dict[str, Any]] = {}
-    empty = 0
-    for part in parts:
-        rows = part.get("rows", {})
-        by_status.update({k: int(v) for k, v in rows.get("by_status", {}).items()})
-        by_reason.update({k: int(v) for k, v in rows.get("by_reason", {}).items()})
-        empty += int(rows.get("empty_email", 0))
-        for key, value in (part.get("addresses") or {}).items():
-            if isinstance(value, int) and not isinstance(value, bool):
-                addresses[key] += value
-        for key, value in (part.get("credits") or {}).items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                credits[key] = credits.get(key, 0) + value
-        verdicts.update({k: int(v) for k, v in (part.get("verdicts") or {}).items()})
-        for entry in part.get("top_domains") or []:
-            # a domain is in one chunk, or a giant one in several (each lists it: it is big)
-            seen = domains.setdefault(entry["domain"], {"domain": entry["domain"], "rows": 0})
-            seen["rows"] += int(entry["rows"])
-            statuses = Counter(seen.get("by_status") or {})
-            statuses.update(entry.get("by_status") or {})
-            seen["by_status"] = dict(statuses)
-    starts = [p.get("timings", {}).get("started_at") for p in parts]
-    phases: Counter[str] = Counter()
-    for part in parts:
-        phases.update(part.get("timings", {}).get("seconds", {}))
-    top = sorted(domains.values(), key=lambda e: (-int(e["rows"]), e["domain"]))[:TOP_DOMAINS]
-    source = first.get("input", {})
-    return {
-        "listhygiene_version": first.get("listhygiene_version"),
-        "input": {
-            "name": split.get("source", source.get("name")),
-            "kind": split.get("kind", source.get("kind")),
-            "encoding": split.get("encoding"),
-            "delimiter": split.get("delimiter"),
-            "email_column": split.get("email_column", source.get("email_column")),
-            "rows": expected_rows,
-            "bad_records": list(split.get("bad_records", [])),
-            "chunks": len(parts),
-        },
-        "merged_from": [p["output"]["folder"] for p in parts],
-        "output": {
-            "folder": out,
-            "files": {s: {"path": f"{s}.parquet", "rows": file_rows[s]} for s in STATUSES},
-        },
-        "backend": dict(first.get("backend", {})),
-        "rows": {
-            "total": sum(int(p["rows"]["total"]) for p in parts),
-            "by_status": {s: int(by_status.get(s, 0)) for s in STATUSES},
-            "by_reason": dict(sorted(by_reason.items())),
-            "empty_email": empty,
-        },
-        "addresses": {
-            **dict(addresses),
-            "resumed": any((p.get("addresses") or {}).get("resumed") for p in parts),
-        },
-        "credits": {k: (round(v, 6) if isinstance(v, float) else v) for k, v in credits.items()},
-        "top_domains": top,
-        "timings": {
-            "started_at": min((s for s in starts if s), default=None),
-            "finished_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-            # the chunks' phases added up: work done on all workers, not wall time
-            "seconds": {k: round(v, 3) for k, v in phases.items()},
-        },
-        "health": {**health, "accepted": bool(health["problem"])},
-        "verdicts": {k: int(verdicts.get(k, 0)) for k in ("reused", "verified", "changed")},
-        # sessions, limits met and bans added up; the most at once to one host, the largest
-        "politeness": run_politeness(*(part.get("politeness") for part in parts)),
-    }
-
-
-def _merged_health(healths: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
-    """The chunks' domain counts added up, judged by the engine's own rule
-    (:class:`listhygiene.engine.health.RunHealth`)."""
-    from listhygiene.engine.health import RunHealth
-
-    total = RunHealth()
-    for health in healths:
-        for name in ("domains_probed", "domains_reached", "domains_unreachable", "domains_blocked"):
-            setattr(total, name, getattr(total, name) + int((health or {}).get(name) or 0))
-    return total.as_dict()

@@ -16,19 +16,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from listhygiene.errors import ListHygieneError, StorageError
+from listhygiene.errors import ListHygieneError
+from listhygiene.pipeline.layout import SUMMARY
+from listhygiene.pipeline.storage import OutputError, describe, is_filesystem_url, url_to_fs
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs
 
-__all__ = ["OutputError", "OutputFolder"]
-
-SUMMARY = "summary.json"
-
-
-class OutputError(StorageError):
-    """The output folder cannot be used; the message names it."""
+__all__ = ["SUMMARY", "OutputError", "OutputFolder"]
 
 
 def _filesystem(url: str) -> "tuple[pyarrow.fs.FileSystem, str, bool]":
@@ -40,8 +36,6 @@ def _filesystem(url: str) -> "tuple[pyarrow.fs.FileSystem, str, bool]":
         from pathlib import Path
 
         return pafs.LocalFileSystem(), str(Path(url).resolve()), False
-    from listhygiene.pipeline.storage import is_filesystem_url, url_to_fs
-
     if is_filesystem_url(url):  # s3:// through s3fs, with the storage options
         try:
             fs, path = url_to_fs(url)
@@ -194,6 +188,4 @@ class _Writer:
 
 
 def _said(exc: BaseException) -> str:
-    from listhygiene.pipeline.storage import describe
-
     return describe(exc)

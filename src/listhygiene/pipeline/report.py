@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 
+from listhygiene.pipeline.layout import STATUSES
 from listhygiene.pipeline.report_advice import providers_chart, suggestions_view
 from listhygiene.statuses import Reason, Status
 
@@ -32,7 +33,6 @@ STATUS_COLOURS: dict[str, str] = {
     Status.CATCHALL: "#3b7fc4",
     Status.ROLE: "#14999b",
 }
-STATUSES: tuple[str, ...] = tuple(status.value for status in Status)
 #: Colour of anything not one of the seven (a status the report does not know).
 OTHER_COLOUR = "#c3c9d3"
 

@@ -4,8 +4,8 @@ import dataclasses
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from listhygiene.pipeline.layout import REPORT, STATUSES, status_file
 from listhygiene.pipeline.outputs import OutputFolder
-from listhygiene.statuses import Status
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -13,9 +13,6 @@ if TYPE_CHECKING:
     from listhygiene.pipeline.writeback import WriteBack
 
 __all__ = ["STATUSES", "CleanResult"]
-
-#: Every status gets its file, in this order.
-STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
 
 
 @dataclasses.dataclass
@@ -28,11 +25,11 @@ class CleanResult:
 
     @property
     def files(self) -> dict[str, str]:
-        return {s: f"{self.out.rstrip('/')}/{s}.parquet" for s in STATUSES}
+        return {s: f"{self.out.rstrip('/')}/{status_file(s)}" for s in STATUSES}
 
     @property
     def report(self) -> str:
-        return f"{self.out.rstrip('/')}/report.html"
+        return f"{self.out.rstrip('/')}/{REPORT}"
 
     @property
     def counts(self) -> dict[str, int]:
@@ -55,7 +52,7 @@ class CleanResult:
             folder = OutputFolder(self.out)
             import pyarrow.parquet as pq
 
-            table = pq.read_table(folder.final(f"{status}.parquet"), filesystem=folder.fs)
+            table = pq.read_table(folder.final(status_file(status)), filesystem=folder.fs)
             self._frames[status] = table.to_pandas()
         return self._frames[status]
 

@@ -1,19 +1,13 @@
-"""Cleaning an address table: read, verify, join back, write per status, check, report.
+"""The names of the pipeline's first release, kept where its users import them from.
 
-The public names of the pipeline, as they have always been imported from here. The work is
-done by modules of one job each (docs/pipeline.md, "How a run is built"):
-
-    api.py          clean(), aclean(), submit(), asubmit(): options in, a CleanResult out
-    runner.py       Run: the stages of one run, resumable at each (workdir.py)
-    worktables.py   distinct addresses, what is left to verify, the join: DuckDB, out of core
-    writer.py       the joined rows appended to one Parquet file per status, batch by batch
-    summary.py      Summary: summary.json, frozen
-    result.py       CleanResult: the summary, and a DataFrame per status on demand
+New code imports from :mod:`listhygiene.pipeline` (or :mod:`listhygiene`); this module only
+re-exports, so ``from listhygiene.pipeline.run import clean`` keeps working (docs/results.md).
 """
 
 from listhygiene.errors import BackendError, PipelineError, QualityError, UnreachableError
 from listhygiene.pipeline.api import aclean, asubmit, clean, submit
-from listhygiene.pipeline.result import STATUSES, CleanResult
+from listhygiene.pipeline.layout import STATUSES
+from listhygiene.pipeline.result import CleanResult
 from listhygiene.pipeline.runner import Progress
 
 __all__ = [

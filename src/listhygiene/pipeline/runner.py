@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from listhygiene._version import __version__
 from listhygiene.engine import EngineSettings
-from listhygiene.errors import BackendError, QualityError, UnreachableError
+from listhygiene.errors import BackendError, UnreachableError
 from listhygiene.pipeline.backends import (
     KEY,
     Backend,
@@ -40,11 +40,13 @@ from listhygiene.pipeline.backends import (
     JobRef,
     make_backend,
 )
-from listhygiene.pipeline.outputs import SUMMARY, OutputFolder
+from listhygiene.pipeline.layout import CHANGED, STATUSES, status_file
+from listhygiene.pipeline.outputs import OutputFolder
+from listhygiene.pipeline.publish import publish
 from listhygiene.pipeline.quality import default_worker_kind, warm_up
-from listhygiene.pipeline.result import STATUSES, CleanResult
+from listhygiene.pipeline.result import CleanResult
 from listhygiene.pipeline.summary import Summary, run_health, run_politeness, uncertain_credits
-from listhygiene.pipeline.verdict_memory import CHANGED, RunVerdicts, open_verdicts
+from listhygiene.pipeline.verdict_memory import RunVerdicts, open_verdicts
 from listhygiene.pipeline.workdir import ADDRESS, ROW, VERIFIED_AT, WorkDir
 from listhygiene.pipeline.worktables import PENDING, WorkTables
 from listhygiene.pipeline.writer import Written, write_outputs
@@ -99,8 +101,8 @@ class Run:
     politeness_before: Mapping[str, Any] | None = None
 
     async def submit_only(self) -> list[JobRef]:
-        from listhygiene.pipeline.columns import find_email_column
         from listhygiene.pipeline.sources import open_source
+        from listhygiene.pipeline.sources.columns import find_email_column
 
         source = open_source(
             self.source, table=self.table, query=self.query, encoding=self.encoding
@@ -134,8 +136,8 @@ class Run:
                 self.memory.close()
 
     async def execute(self) -> CleanResult:
-        from listhygiene.pipeline.columns import find_email_column
         from listhygiene.pipeline.sources import open_source
+        from listhygiene.pipeline.sources.columns import find_email_column
 
         started_at = datetime.now(UTC)
         started = time.perf_counter()
@@ -159,7 +161,7 @@ class Run:
             log.info("resuming the run in %s (stage %s)", work.path, work.stage)
         self.politeness_before = work.manifest.get("politeness")
         tables = WorkTables(work)
-        # GX's import (~11 s) runs meanwhile: in a child process where it can read the outputs
+        # GX's import (seconds) runs meanwhile: in a child process where it can read the outputs
         # (a local folder) unless LISTHYGIENE_QUALITY_WORKER=thread, else in a thread of this one
         worker = warm_up(process=not in_process)
         try:
@@ -224,7 +226,13 @@ class Run:
                     else None
                 ),
             ).as_dict()
-            self._publish(folder, summary, report, changed=self.memory is not None)
+            publish(
+                folder,
+                summary,
+                report,
+                quality_mode=self.quality_mode,
+                changed=self.memory is not None,
+            )
         except BaseException:
             folder.discard()
             self._keep_politeness(work, backend)
@@ -275,7 +283,7 @@ class Run:
         import numpy as np
         import pyarrow as pa
 
-        from listhygiene.pipeline.prepare import clean_cells
+        from listhygiene.email_cells import clean_cells
         from listhygiene.pipeline.sources import SourceError
 
         if work.stage not in ("new", "reading"):
@@ -466,7 +474,7 @@ class Run:
         if _remote(self.out):  # the row numbers are local, the outputs not: read them here
             numbers = {s: _row_batches(path) for s, path in numbers.items()}
         return worker.check_outputs(
-            {s: folder.staged(f"{s}.parquet") for s in STATUSES},
+            {s: folder.staged(status_file(s)) for s in STATUSES},
             expected_rows=rows,
             summary_rows={s: int(written.by_status[s]) for s in STATUSES},
             row_numbers=numbers,
@@ -484,24 +492,6 @@ class Run:
             )
         if problem:
             log.warning("publishing although %s", problem)
-
-    def _publish(
-        self, folder: OutputFolder, summary: dict[str, Any], report: Any, *, changed: bool = False
-    ) -> None:
-        import json
-
-        from listhygiene.pipeline.report import render_report
-
-        if not report.passed and self.quality_mode == "fail":
-            failed = [c for c in report.checks if not c.passed]
-            details = "; ".join(f"{c.name}: {c.details}" for c in failed)
-            raise QualityError(
-                f"data-quality checks failed, nothing was published: {details}", summary["quality"]
-            )
-        folder.write_text("report.html", render_report(summary))
-        folder.write_text(SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False))
-        extra = [CHANGED] if changed else []
-        folder.publish([f"{s}.parquet" for s in STATUSES] + extra + ["report.html", SUMMARY])
 
 
 # -- helpers -------------------------------------------------------------------------------------

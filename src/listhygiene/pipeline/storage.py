@@ -7,10 +7,8 @@ docs/object-storage.md tells the whole story; in short:
   --storage-option KEY=VALUE`` adds to it). Credentials, region and endpoint otherwise come the
   way botocore finds them (``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``, ``AWS_ENDPOINT_URL``, ...),
   and fsspec's own ``FSSPEC_S3_*`` variables apply too.
-- **Inputs** at a URL are copied to a local spool file in chunks, then read by the same readers
-  as a local file (:class:`RemoteSource`): the readers need a seekable file (the CSV reader
-  checks the whole file's encoding before it reads the rows; an XLSX is a zip whose directory
-  is at its end), and one sequential download beats a range request per read.
+- **Inputs** at a URL are copied to a local spool file and read as a local file is
+  (:mod:`listhygiene.pipeline.sources.remote`).
 - **Work state** is mirrored under ``<out>/.listhygiene-work/`` (:class:`Mirror`), so a run
   killed on one machine resumes on another.
 - **Errors** (no such bucket, access denied, no credentials) become one line
@@ -21,29 +19,24 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import threading
 import time
-import weakref
-from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from listhygiene.errors import ConfigurationError
-from listhygiene.pipeline.sources import Source, SourceError, SourceInfo
+from listhygiene.errors import ConfigurationError, StorageError
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    pass
 
 __all__ = [
     "ENV",
     "WORK_PREFIX",
     "Mirror",
-    "RemoteSource",
+    "OutputError",
     "describe",
     "is_filesystem_url",
     "object_identity",
-    "open_remote",
     "storage_options",
     "url_to_fs",
 ]
@@ -52,13 +45,16 @@ __all__ = [
 ENV = "LISTHYGIENE_STORAGE_OPTIONS"
 #: Where a remote output's work state is mirrored, under the output URL.
 WORK_PREFIX = ".listhygiene-work"
-#: Bytes per read when an input is copied to its spool file.
-_CHUNK = 8 << 20
 #: Seconds between uploads of the results parts waiting to be mirrored.
 _INTERVAL = 1.0
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9.-]*)://")
 #: Schemes that are this machine's own files, never object storage.
 _LOCAL = frozenset({"file", "local"})
+
+
+class OutputError(StorageError):
+    """The output folder (or the work state kept under it) cannot be used; the message names it.
+    Here, below the outputs, because the work-state mirror raises it too."""
 
 
 def storage_options() -> dict[str, Any]:
@@ -151,80 +147,6 @@ def object_identity(url: str) -> dict[str, Any]:
 # -- inputs ------------------------------------------------------------------------------------
 
 
-def open_remote(url: str, kind: str | None, encoding: str | None) -> Source:
-    """An input at a filesystem URL: copied in chunks to a local spool file, then read as a
-    local file is (errors name the URL, never the spool file)."""
-    from listhygiene.pipeline.sources import _open_file
-
-    try:
-        fs, path = url_to_fs(url)
-        info = fs.info(path)
-    except ConfigurationError:
-        raise
-    except Exception as exc:
-        raise SourceError(f"{url}: {describe(exc)}") from None
-    if info.get("type") == "directory":
-        raise SourceError(f"{url} is a folder (a prefix), not an object; give a file")
-    spool = Path(tempfile.mkdtemp(prefix="listhygiene-input-"))
-    local = spool / (PurePosixPath(path).name or "input")
-    try:
-        with fs.open(path, "rb", block_size=_CHUNK) as remote, open(local, "wb") as copy:
-            shutil.copyfileobj(remote, copy, _CHUNK)
-        inner = _open_file(local, kind, encoding)
-    except SourceError as exc:
-        shutil.rmtree(spool, ignore_errors=True)
-        raise SourceError(str(exc).replace(str(local), url)) from None
-    except Exception as exc:
-        shutil.rmtree(spool, ignore_errors=True)
-        raise SourceError(f"{url}: {describe(exc)}") from None
-    return RemoteSource(inner, url, spool)
-
-
-class RemoteSource(Source):
-    """A source read from a local copy of an object; the copy goes with this object."""
-
-    def __init__(self, inner: Source, url: str, spool: Path) -> None:
-        self.inner = inner
-        self.url = url
-        self.local = str(spool / Path(inner.info.name).name)
-        self.info: SourceInfo = inner.info
-        self.info.name = url
-        self._finalizer = weakref.finalize(self, shutil.rmtree, spool, True)
-
-    @property
-    def schema(self) -> "pa.Schema":
-        return self.inner.schema
-
-    def sample(self, rows: int = 1000) -> "pa.Table":
-        with self._named():
-            return self.inner.sample(rows)
-
-    def batches(self, rows: int = 65_536) -> "Iterator[pa.RecordBatch]":
-        with self._named():
-            yield from self.inner.batches(rows)
-
-    def close(self) -> None:
-        """Remove the local copy now (it goes at garbage collection or exit otherwise)."""
-        self._finalizer()
-
-    def _named(self) -> "_Renamed":
-        return _Renamed(self.local, self.url)
-
-
-class _Renamed:
-    """Re-raises a :class:`SourceError` that names the spool file with the URL instead."""
-
-    def __init__(self, local: str, url: str) -> None:
-        self.local, self.url = local, url
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if isinstance(exc, SourceError) and self.local in str(exc):
-            raise SourceError(str(exc).replace(self.local, self.url)) from None
-
-
 # -- work state --------------------------------------------------------------------------------
 
 
@@ -243,8 +165,6 @@ class Mirror:
     """
 
     def __init__(self, out: str) -> None:
-        from listhygiene.pipeline.outputs import OutputError
-
         self.url = f"{out.rstrip('/')}/{WORK_PREFIX}"
         try:
             self.fs, self.path = url_to_fs(self.url)
@@ -260,8 +180,6 @@ class Mirror:
         self._error: BaseException | None = None
 
     def _fail(self, exc: BaseException) -> Exception:
-        from listhygiene.pipeline.outputs import OutputError
-
         return OutputError(f"{self.url}: cannot keep the work state there ({describe(exc)})")
 
     def manifest(self) -> dict[str, Any] | None:

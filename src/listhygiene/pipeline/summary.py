@@ -1,20 +1,30 @@
 """``summary.json``: what a run did, built once at its end from what each stage tallied.
 
-The shape is the product's (docs/pipeline.md, "Summary"); :class:`Summary` holds the facts,
-frozen, and :meth:`Summary.as_dict` spells them in that shape.
+The shape is the product's (docs/pipeline.md, "Summary"); :class:`Summary` holds a run's facts,
+frozen, and :meth:`Summary.as_dict` spells them in that shape. :func:`merged_summary` spells the
+same shape for a chunk merge, from the chunks' summaries; both are here so that they cannot
+drift apart.
 """
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from listhygiene._version import __version__
-from listhygiene.pipeline.result import STATUSES
+from listhygiene.pipeline.layout import STATUSES, status_file
 from listhygiene.pipeline.writer import Written
 
-__all__ = ["POLITENESS_KEYS", "Summary", "run_health", "run_politeness", "uncertain_credits"]
+__all__ = [
+    "POLITENESS_KEYS",
+    "Summary",
+    "merged_health",
+    "merged_summary",
+    "run_health",
+    "run_politeness",
+    "uncertain_credits",
+]
 
 #: Domains listed in ``top_domains``.
 TOP_DOMAINS = 15
@@ -73,7 +83,7 @@ class Summary:
             },
             "output": {
                 "folder": self.out,
-                "files": {s: {"path": f"{s}.parquet", "rows": by_status[s]} for s in STATUSES},
+                "files": _files(by_status),
             },
             "backend": {"name": self.backend, "check_smtp": self.check_smtp},
             "rows": {
@@ -155,6 +165,109 @@ def run_politeness(*parts: Mapping[str, Any] | None) -> dict[str, int]:
             value = _whole((part or {}).get(key))
             total[key] = max(total[key], value) if key in _PEAKS else total[key] + value
     return total
+
+
+def merged_summary(
+    parts: list[dict[str, Any]],
+    split: Mapping[str, Any],
+    out: str,
+    expected_rows: int,
+    file_rows: Mapping[str, int],
+    health: Mapping[str, Any],
+) -> dict[str, Any]:
+    """One run's summary from the chunks': counts added up (each distinct address is in one
+    chunk, so the sums are the list's), the top domains ranked again."""
+    first = parts[0]
+    by_status: Counter[str] = Counter()
+    by_reason: Counter[str] = Counter()
+    addresses: Counter[str] = Counter()
+    credits: dict[str, float] = {}
+    verdicts: Counter[str] = Counter()
+    domains: dict[str, dict[str, Any]] = {}
+    empty = 0
+    for part in parts:
+        rows = part.get("rows", {})
+        by_status.update({k: int(v) for k, v in rows.get("by_status", {}).items()})
+        by_reason.update({k: int(v) for k, v in rows.get("by_reason", {}).items()})
+        empty += int(rows.get("empty_email", 0))
+        for key, value in (part.get("addresses") or {}).items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                addresses[key] += value
+        for key, value in (part.get("credits") or {}).items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                credits[key] = credits.get(key, 0) + value
+        verdicts.update({k: int(v) for k, v in (part.get("verdicts") or {}).items()})
+        for entry in part.get("top_domains") or []:
+            # a domain is in one chunk, or a giant one in several (each lists it: it is big)
+            seen = domains.setdefault(entry["domain"], {"domain": entry["domain"], "rows": 0})
+            seen["rows"] += int(entry["rows"])
+            statuses = Counter(seen.get("by_status") or {})
+            statuses.update(entry.get("by_status") or {})
+            seen["by_status"] = dict(statuses)
+    starts = [p.get("timings", {}).get("started_at") for p in parts]
+    phases: Counter[str] = Counter()
+    for part in parts:
+        phases.update(part.get("timings", {}).get("seconds", {}))
+    top = sorted(domains.values(), key=lambda e: (-int(e["rows"]), e["domain"]))[:TOP_DOMAINS]
+    source = first.get("input", {})
+    return {
+        "listhygiene_version": first.get("listhygiene_version"),
+        "input": {
+            "name": split.get("source", source.get("name")),
+            "kind": split.get("kind", source.get("kind")),
+            "encoding": split.get("encoding"),
+            "delimiter": split.get("delimiter"),
+            "email_column": split.get("email_column", source.get("email_column")),
+            "rows": expected_rows,
+            "bad_records": list(split.get("bad_records", [])),
+            "chunks": len(parts),
+        },
+        "merged_from": [p["output"]["folder"] for p in parts],
+        "output": {
+            "folder": out,
+            "files": _files(file_rows),
+        },
+        "backend": dict(first.get("backend", {})),
+        "rows": {
+            "total": sum(int(p["rows"]["total"]) for p in parts),
+            "by_status": {s: int(by_status.get(s, 0)) for s in STATUSES},
+            "by_reason": dict(sorted(by_reason.items())),
+            "empty_email": empty,
+        },
+        "addresses": {
+            **dict(addresses),
+            "resumed": any((p.get("addresses") or {}).get("resumed") for p in parts),
+        },
+        "credits": {k: (round(v, 6) if isinstance(v, float) else v) for k, v in credits.items()},
+        "top_domains": top,
+        "timings": {
+            "started_at": min((s for s in starts if s), default=None),
+            "finished_at": _iso(datetime.now(UTC)),
+            # the chunks' phases added up: work done on all workers, not wall time
+            "seconds": {k: round(v, 3) for k, v in phases.items()},
+        },
+        "health": {**health, "accepted": bool(health["problem"])},
+        "verdicts": {k: int(verdicts.get(k, 0)) for k in ("reused", "verified", "changed")},
+        # sessions, limits met and bans added up; the most at once to one host, the largest
+        "politeness": run_politeness(*(part.get("politeness") for part in parts)),
+    }
+
+
+def merged_health(healths: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """The chunks' domain counts added up, judged by the engine's own rule
+    (:class:`listhygiene.engine.health.RunHealth`)."""
+    from listhygiene.engine.health import RunHealth
+
+    total = RunHealth()
+    for health in healths:
+        for name in ("domains_probed", "domains_reached", "domains_unreachable", "domains_blocked"):
+            setattr(total, name, getattr(total, name) + int((health or {}).get(name) or 0))
+    return total.as_dict()
+
+
+def _files(rows: Mapping[str, int]) -> dict[str, dict[str, Any]]:
+    """The summary's ``output.files``: each status's file and its row count."""
+    return {s: {"path": status_file(s), "rows": int(rows[s])} for s in STATUSES}
 
 
 def _whole(value: Any) -> int:

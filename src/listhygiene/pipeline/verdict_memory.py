@@ -18,7 +18,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from listhygiene.pipeline.backends import KEY
+from listhygiene.pipeline.layout import CHANGED
+from listhygiene.results import KEY
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -31,8 +32,6 @@ __all__ = ["CHANGED", "VERDICTS_VARIABLE", "RunVerdicts", "open_verdicts"]
 log = logging.getLogger(__name__)
 
 VERDICTS_VARIABLE = "LISTHYGIENE_VERDICTS"
-#: The output listing the rows whose address changed status since its stored verdict.
-CHANGED = "changed.parquet"
 _PREVIOUS = "previous"
 _MANIFEST = "verdicts"
 #: Results kept in the store per write (one transaction): a local job's. Each write rewrites

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from listhygiene.errors import ConfigurationError, StorageError, first_line
+from listhygiene.pipeline.layout import STATUSES, status_file
 from listhygiene.pipeline.outputs import OutputFolder
-from listhygiene.pipeline.result import STATUSES
 from listhygiene.pipeline.writer import result_names
 from listhygiene.results import FORM_A_FIELDS
 
@@ -75,7 +75,7 @@ def write_back(
     import pyarrow.parquet as pq
 
     folder = OutputFolder(str(out))
-    files = {s: folder.final(f"{s}.parquet") for s in STATUSES}
+    files = {s: folder.final(status_file(s)) for s in STATUSES}
     try:
         schema = pq.read_schema(files[STATUSES[0]], filesystem=folder.fs)
     except (OSError, ValueError) as exc:

@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 from listhygiene.engine.suggest import Suggester
 from listhygiene.errors import PipelineError
 from listhygiene.pipeline.advice import Advice
+from listhygiene.pipeline.layout import CHANGED, STATUSES
 from listhygiene.pipeline.outputs import OutputFolder
-from listhygiene.pipeline.result import STATUSES
-from listhygiene.pipeline.verdict_memory import CHANGED
 from listhygiene.pipeline.workdir import ADDRESS, ROW, WorkDir
 from listhygiene.pipeline.worktables import WorkTables
 from listhygiene.results import FORM_A_FIELDS, VerificationResult, arrow_schema

@@ -9,7 +9,7 @@ the key is known, errors included (the headers are kept in ``request.state.rate_
 which the error handlers read too).
 
 The store is synchronous (SQLAlchemy): the admission of the requests that arrive together runs
-as one transaction in a thread (``Store.batches``, store/batching.py).
+as one transaction in a thread (``StoreBatches``, store/batching.py).
 """
 
 import time
@@ -33,6 +33,7 @@ from listhygiene.service.store import (
     form_a_limit,
     form_b_limits,
 )
+from listhygiene.service.store.batching import StoreBatches
 
 __all__ = ["FORM_A_KEY_HEADER", "FormBKey", "form_a_key", "form_b_key"]
 
@@ -67,7 +68,7 @@ def form_a_key(endpoint: AEndpoint) -> Callable[[Request], Awaitable[ApiKeyRow]]
         given = _given_key(request.headers.get(FORM_A_KEY_HEADER))
         # The key and its count, in one transaction with the other requests waiting for theirs
         # (store/batching.py: a fixed cost per request, shared).
-        key, hits = await store.batches().admit(given, limits)
+        key, hits = await StoreBatches.for_loop(store).admit(given, limits)
         if key is None:
             raise FormAInvalidApiKey(
                 details="Provide a valid key in the LISTHYGIENE-API-KEY header"
@@ -101,7 +102,7 @@ async def form_b_key(request: Request, response: Response) -> FormBKey:
     store = _store(request)
     scheme, token = ([*request.headers.get("authorization", "").split(None, 1), "", ""])[:2]
     given = _given_key(token) if scheme.lower() == "bearer" else None
-    key, hits = await store.batches().admit(given, form_b_limits)
+    key, hits = await StoreBatches.for_loop(store).admit(given, form_b_limits)
     if key is None or not key.active:  # form B has no 403 for keys: a disabled one is invalid
         raise FormBInvalidApiKey(details="Send Authorization: Bearer <API key>")
     hour, _ = form_b_limits(key)

@@ -19,6 +19,7 @@ from listhygiene.engine.syntax import parse_address
 from listhygiene.errors import ServiceError
 from listhygiene.results import VerificationResult
 from listhygiene.service.store import Store
+from listhygiene.service.store.batching import StoreBatches
 from listhygiene.statuses import Facts, MailboxOutcome, Reason
 
 __all__ = ["DEFAULT_SYNC_DEADLINE", "out_of_time", "verify_charged"]
@@ -59,7 +60,8 @@ async def verify_charged(
         return parsed.email if parsed is not None else email
 
     wanted = {distinct(e) for e in emails}
-    if not await store.batches().reserve(key_id, len(wanted)):  # coalesced (store/batching.py)
+    batches = StoreBatches.for_loop(store)
+    if not await batches.reserve(key_id, len(wanted)):  # coalesced (store/batching.py)
         raise insufficient(details=f"{len(wanted)} credits needed")
 
     found: dict[str, VerificationResult] = {}
@@ -97,7 +99,7 @@ async def verify_charged(
         raise
     kept = len({distinct(given) for given, r in found.items() if r.credits_used > 0})
     if len(wanted) > kept:
-        await store.batches().refund(key_id, len(wanted) - kept)
+        await batches.refund(key_id, len(wanted) - kept)
     return found, kept
 
 

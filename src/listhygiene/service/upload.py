@@ -30,11 +30,16 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import ClientDisconnect, Request
 
+from listhygiene.email_cells import clean_cells
 from listhygiene.errors import FormABadRequest, FormAFileTooLarge
-from listhygiene.pipeline._excel import WorkbookLimits, WorkbookTooLarge, XlsSource, XlsxSource
-from listhygiene.pipeline.columns import find_email_column
-from listhygiene.pipeline.prepare import clean_cells
-from listhygiene.pipeline.sources import Source, SourceError, open_source
+from listhygiene.pipeline import Source, SourceError, open_source
+from listhygiene.pipeline.sources.columns import find_email_column
+from listhygiene.pipeline.sources.excel import (
+    WorkbookLimits,
+    WorkbookTooLarge,
+    XlsSource,
+    XlsxSource,
+)
 from listhygiene.service.store.jobs import UploadedRow
 
 __all__ = [
@@ -60,7 +65,7 @@ MAX_ROWS = 100_000
 MAX_CELLS = 5_000_000
 MAX_TEXT_CHARS = 32 << 20
 #: What reading one uploaded workbook may cost (the pipeline's CLI keeps its own, looser bounds:
-#: ``_excel.CLI_LIMITS``). openpyxl holds every shared string in memory, hence their bounds.
+#: ``sources.excel.CLI_LIMITS``). openpyxl holds every shared string in memory, hence their bounds.
 UPLOAD_LIMITS = WorkbookLimits(
     max_inflated=512 << 20,
     max_ratio=100,

@@ -248,8 +248,7 @@ class VerdictStore:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from listhygiene.pipeline.backends import KEY
-        from listhygiene.results import EXTRA_FIELDS, arrow_schema
+        from listhygiene.results import EXTRA_FIELDS, KEY, arrow_schema
 
         wanted = pc.filter(addresses, pc.fill_null(pc.not_equal(addresses, ""), False))
         hashed = pa.array([], pa.string())
@@ -323,7 +322,7 @@ class VerdictStore:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from listhygiene.pipeline.backends import KEY
+        from listhygiene.results import KEY
 
         moment = time.time() if checked_at is None else checked_at
         keep = pc.and_(
@@ -490,7 +489,7 @@ class VerdictStore:
         """Erase ``addresses`` (normalised as the pipeline does); how many were stored."""
         import pyarrow as pa
 
-        from listhygiene.pipeline.prepare import clean_cells
+        from listhygiene.email_cells import clean_cells
 
         cleaned = [a for a in clean_cells(pa.array(list(addresses), pa.string())).to_pylist() if a]
         gone = 0

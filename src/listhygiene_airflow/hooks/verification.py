@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseHook
 
-from listhygiene.pipeline.backends import JobRef, make_backend
+from listhygiene.pipeline import JobRef, make_backend
 from listhygiene.vocabulary import BACKEND_KINDS, JOB_EVENTS, TERMINAL_JOB_STATUSES, JobStatus
 
 if TYPE_CHECKING:
     from listhygiene.clients import ClientSettings, EventStore
     from listhygiene.engine import EngineSettings
-    from listhygiene.pipeline.backends import Backend
+    from listhygiene.pipeline import Backend
 
 __all__ = [
     "BACKENDS",

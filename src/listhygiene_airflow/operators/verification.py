@@ -4,7 +4,7 @@ Non-deferrable, the task runs the whole clean on its worker (read, verify, write
 Parquet files, quality checks, report) and returns the run's summary as its XCom.
 
 Deferrable (``deferrable=True``), a remote backend's jobs are *submitted* first
-(:func:`listhygiene.pipeline.run.submit`, which records them in the output's work folder), checked
+(:func:`listhygiene.pipeline.submit`, which records them in the output's work folder), checked
 once, and the task defers to :class:`VerificationJobTrigger`: no worker slot is held while the
 service works. When the trigger fires, ``execute_complete`` calls ``clean`` with the same
 arguments, which reads the recorded jobs' results instead of submitting again. For the same
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook, BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from listhygiene.pipeline.cancel import CancellableRun, RunCancelled, cancel_jobs, recorded_jobs
+from listhygiene.pipeline import CancellableRun, RunCancelled, cancel_jobs, recorded_jobs
 from listhygiene_airflow.hooks.verification import (
     FAILED,
     ListHygieneHook,
@@ -259,7 +259,7 @@ class EmailVerificationOperator(BaseOperator):
 
     def _clean(self, hook: ListHygieneHook) -> dict[str, Any]:
         from listhygiene import aclean
-        from listhygiene.pipeline.run import UnreachableError
+        from listhygiene.pipeline import UnreachableError
 
         try:
             cleaning = aclean(self._source(), self.out, **self._options(hook))
@@ -324,7 +324,7 @@ class EmailVerificationOperator(BaseOperator):
         hook = self.hook
         if not self.deferrable:
             return self._published(context, self._clean(hook))
-        from listhygiene.pipeline.run import asubmit
+        from listhygiene.pipeline import asubmit
 
         jobs = self._cancellable(hook, asubmit(self._source(), self.out, **self._options(hook)))
         if not jobs:  # the local engine: nothing runs remotely

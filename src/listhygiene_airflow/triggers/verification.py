@@ -87,7 +87,7 @@ class VerificationJobTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from listhygiene.pipeline.backends import WaitTimeout, wait_until_done
+        from listhygiene.pipeline import WaitTimeout, wait_until_done
 
         hook = ListHygieneHook(self.listhygiene_conn_id)
         jobs = {job["job_id"]: job for job in self.jobs}

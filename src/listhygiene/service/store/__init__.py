@@ -8,15 +8,8 @@ from listhygiene.db.engine import make_engine
 from listhygiene.service.store.limits import Limit, form_a_limit, form_b_limits
 from listhygiene.service.store.migrate import current_revision, head, upgrade
 from listhygiene.service.store.models import PLANS
-from listhygiene.service.store.store import (
-    KEY_PREFIX,
-    LIMIT_FIELDS,
-    ApiKeyRow,
-    Credits,
-    RateHit,
-    Store,
-    hash_key,
-)
+from listhygiene.service.store.rows import ApiKeyRow, Credits, RateHit
+from listhygiene.service.store.store import KEY_PREFIX, LIMIT_FIELDS, Store, hash_key
 
 __all__ = [
     "KEY_PREFIX",

@@ -20,11 +20,11 @@ import logging
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
-if TYPE_CHECKING:
-    from listhygiene.service.store.limits import Limit
-    from listhygiene.service.store.store import ApiKeyRow, RateHit, Store
+from listhygiene.service.store.limits import Limit
+from listhygiene.service.store.rows import ApiKeyRow, RateHit
+from listhygiene.service.store.store import Store
 
 __all__ = ["MAX_BATCH", "Coalescer", "StoreBatches"]
 

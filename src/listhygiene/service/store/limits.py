@@ -8,12 +8,10 @@ are listhygiene.vocabulary's, the one spelling.
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from listhygiene.service.store.rows import ApiKeyRow
 from listhygiene.vocabulary import FORM_A_RATE_LIMITS, SERVICE_PLAN_LIMITS
-
-if TYPE_CHECKING:
-    from listhygiene.service.store.store import ApiKeyRow
 
 __all__ = ["A_PER_MINUTE", "B_PER_PLAN", "Limit", "form_a_limit", "form_b_limits"]
 
@@ -33,14 +31,14 @@ class Limit:
     window_seconds: int
 
 
-def form_a_limit(key: "ApiKeyRow", endpoint: AEndpoint) -> Limit:
+def form_a_limit(key: ApiKeyRow, endpoint: AEndpoint) -> Limit:
     """The per-minute limit of one of form A's endpoint types for ``key``."""
     override = getattr(key, f"a_{endpoint}_per_minute")
     limit = A_PER_MINUTE[endpoint] if override is None else override
     return Limit(f"a:{endpoint}:minute", limit, 60)
 
 
-def form_b_limits(key: "ApiKeyRow") -> tuple[Limit, Limit]:
+def form_b_limits(key: ApiKeyRow) -> tuple[Limit, Limit]:
     """Form B's hourly and daily limits for ``key`` (the hourly one goes in the headers)."""
     per_hour, per_day = B_PER_PLAN[key.plan]
     return (

@@ -27,23 +27,20 @@ import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, fields
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, Self, TypeVar, cast
+from dataclasses import fields
+from typing import Any, Self, TypeVar, cast
 
 from sqlalchemy import Connection, Engine, Table, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 
 from listhygiene.db.engine import make_engine, transaction
+from listhygiene.service.store.limits import Limit
 from listhygiene.service.store.migrate import upgrade
 from listhygiene.service.store.models import PLANS, ApiKey, RateWindow, new_id, utcnow
+from listhygiene.service.store.rows import ApiKeyRow, Credits, RateHit
 
-if TYPE_CHECKING:
-    from listhygiene.service.store.batching import StoreBatches
-    from listhygiene.service.store.limits import Limit
-
-__all__ = ["KEY_PREFIX", "LIMIT_FIELDS", "ApiKeyRow", "Credits", "RateHit", "Store", "hash_key"]
+__all__ = ["KEY_PREFIX", "LIMIT_FIELDS", "Store", "hash_key"]
 
 KEY_PREFIX = "lh_"
 #: The rate-limit overrides a key may carry (null: the default; see limits.py).
@@ -63,48 +60,7 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-@dataclass(frozen=True)
-class ApiKeyRow:
-    """An API key as the service sees it (everything but the hash)."""
-
-    id: str
-    name: str
-    key_prefix: str
-    plan: str
-    credits_balance: int
-    credits_consumed: int
-    credits_added: int
-    a_single_per_minute: int | None
-    a_bulk_per_minute: int | None
-    a_file_per_minute: int | None
-    a_other_per_minute: int | None
-    b_per_hour: int | None
-    b_per_day: int | None
-    active: bool
-    created_at: datetime
-    updated_at: datetime
-
-
 _KEY_COLUMNS = [ApiKey.__table__.c[f.name] for f in fields(ApiKeyRow)]
-
-
-@dataclass(frozen=True)
-class Credits:
-    """A key's credit account."""
-
-    balance: int
-    consumed: int
-    added: int
-    updated_at: datetime
-
-
-class RateHit(NamedTuple):
-    """The answer of :meth:`Store.rate_window_hit`."""
-
-    allowed: bool
-    remaining: int
-    #: Epoch seconds at which the window ends and the count starts again.
-    reset: int
 
 
 class Store:
@@ -129,14 +85,6 @@ class Store:
     def transaction(self, *, write: bool = False) -> AbstractContextManager[Connection]:
         """A connection in a transaction; ``write=True`` if it writes after reading."""
         return transaction(self.engine, write=write)
-
-    def batches(self) -> "StoreBatches":
-        """The async, coalesced twins of :meth:`admit`, :meth:`reserve_credits` and
-        :meth:`refund_credits` for the running event loop (:mod:`.batching`): what the request
-        path of the service uses."""
-        from listhygiene.service.store.batching import StoreBatches
-
-        return StoreBatches.for_loop(self)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -14,10 +14,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from listhygiene.errors import first_line
-from listhygiene.pipeline.sources import (
-    Source,
-    SourceError,
-    SourceInfo,
+from listhygiene.pipeline.sources.base import Source, SourceError, SourceInfo
+from listhygiene.pipeline.sources.batches import (
     as_text,
     conform,
     empty_batch,

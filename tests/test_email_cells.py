@@ -3,7 +3,7 @@
 import pyarrow as pa
 import pytest
 
-from listhygiene.pipeline.prepare import PLACEHOLDERS, clean_cells
+from listhygiene.email_cells import PLACEHOLDERS, clean_cells
 
 EXAMPLES = [
     # whitespace of every kind, and case

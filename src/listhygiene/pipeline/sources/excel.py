@@ -31,17 +31,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from listhygiene.pipeline.sources import (
+from listhygiene.pipeline.sources.base import (
     BadRecord,
     Source,
     SourceError,
     SourceInfo,
-    as_text,
     bad_record,
-    rebatch,
-    string_schema,
     unique_names,
 )
+from listhygiene.pipeline.sources.batches import as_text, rebatch, string_schema
 
 __all__ = ["CLI_LIMITS", "WorkbookLimits", "WorkbookTooLarge", "XlsSource", "XlsxSource"]
 

@@ -9,7 +9,7 @@ finds the column of a table whose headers say nothing; and when only ambiguous c
 Headers are compared after lower-casing and removing everything but letters and digits, so
 ``E-Mail``, ``e_mail``, ``EMAIL ADDRESS`` and ``Email:`` are all plain. Content is the share of a
 column's non-empty sample cells that look like an address once read by
-:func:`~listhygiene.pipeline.prepare.clean_cells`.
+:func:`~listhygiene.email_cells.clean_cells`.
 
 The decision, in order:
 
@@ -34,8 +34,8 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from listhygiene.pipeline.prepare import clean_cells
-from listhygiene.pipeline.sources import SourceError
+from listhygiene.email_cells import clean_cells
+from listhygiene.pipeline.sources.base import SourceError
 
 __all__ = ["find_email_column"]
 

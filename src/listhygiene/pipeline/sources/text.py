@@ -1,6 +1,6 @@
 """Text files in any encoding, as UTF-8 bytes that the fast readers and byte offsets work on.
 
-pyarrow's CSV reader is fastest on UTF-8 and the record-level repairs of ``_delimited.py`` need
+pyarrow's CSV reader is fastest on UTF-8 and the record-level repairs of ``delimited.py`` need
 byte offsets that mean something, so a text input is settled here once, when it is opened:
 
 * a byte-order mark decides (UTF-8, UTF-16 LE/BE, UTF-32 LE/BE); else the ``encoding`` asked
@@ -21,7 +21,7 @@ import tempfile
 import weakref
 from pathlib import Path
 
-from listhygiene.pipeline.sources import SourceError
+from listhygiene.pipeline.sources.base import SourceError
 
 __all__ = ["Utf8Text", "open_text"]
 

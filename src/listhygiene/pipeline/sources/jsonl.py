@@ -33,14 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pajson
 
-from listhygiene.pipeline._delimited import (
-    check_first_line,
-    has_content,
-    next_chunk,
-    whole_lines,
-)
-from listhygiene.pipeline._encoding import open_text
-from listhygiene.pipeline.sources import (
+from listhygiene.pipeline.sources.base import (
     MAX_DEPTH,
     BadRecord,
     LineTooLong,
@@ -48,12 +41,17 @@ from listhygiene.pipeline.sources import (
     SourceError,
     SourceInfo,
     bad_record,
-    infer_type,
     line_too_long,
-    rebatch,
     unique_names,
-    values_to_array,
 )
+from listhygiene.pipeline.sources.batches import infer_type, rebatch, values_to_array
+from listhygiene.pipeline.sources.lines import (
+    check_first_line,
+    has_content,
+    next_chunk,
+    whole_lines,
+)
+from listhygiene.pipeline.sources.text import open_text
 
 __all__ = ["JsonlSource"]
 

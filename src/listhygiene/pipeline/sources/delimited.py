@@ -5,7 +5,7 @@ where in the file a record starts, so a record it cannot make sense of (an unter
 that swallows the lines after it) could be neither repaired nor stepped over. Hence chunks of our
 own, whose byte offsets we know:
 
-1. The text (UTF-8, see ``_encoding.py``) is cut into chunks of a few MiB at a line end before
+1. The text (UTF-8, see ``text.py``) is cut into chunks of a few MiB at a line end before
    which the chunk holds an even number of quote characters, that is outside any quoted field;
    when there is no such line end, at the last one.
 2. Each chunk goes to ``pyarrow.csv.read_csv`` (every column a string, quoted values may hold
@@ -55,9 +55,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from listhygiene.pipeline._encoding import Utf8Text, open_text
-from listhygiene.pipeline.prepare import trim_invisible
-from listhygiene.pipeline.sources import (
+from listhygiene.email_cells import trim_invisible
+from listhygiene.pipeline.sources.base import (
     MAX_LINE_BYTES,
     BadRecord,
     LineTooLong,
@@ -65,28 +64,33 @@ from listhygiene.pipeline.sources import (
     SourceError,
     SourceInfo,
     bad_record,
-    empty_batch,
     line_too_long,
+    unique_names,
+)
+from listhygiene.pipeline.sources.batches import (
+    empty_batch,
     rebatch,
     rebatched_ahead,
     string_schema,
-    unique_names,
 )
+from listhygiene.pipeline.sources.lines import (
+    HEAD,
+    check_first_line,
+    has_content,
+    next_chunk,
+    whole_lines,
+)
+from listhygiene.pipeline.sources.text import open_text
 
 __all__ = [
     "UNTERMINATED",
     "CsvSource",
     "TxtSource",
-    "check_first_line",
-    "has_content",
-    "next_chunk",
     "sniff_delimiter",
-    "whole_lines",
 ]
 
 UNTERMINATED = "unterminated quote"
 _DELIMITERS = ",;\t|"
-_HEAD = 1 << 20
 _SNIFF_LINES = 50
 _MIN_CHUNK = 256 << 10
 _MAX_CHUNK = 32 << 20
@@ -102,13 +106,13 @@ class CsvSource(Source):
 
     def __init__(self, path: Path, *, encoding: str | None = None) -> None:
         self._text = open_text(path, encoding)
-        head = self._text.read_head(_HEAD)
-        check_first_line(head, _HEAD, path, self._text.start)
+        head = self._text.read_head(HEAD)
+        check_first_line(head, HEAD, path, self._text.start)
         self._delimiter = sniff_delimiter(head.decode("utf-8", errors="ignore"))
         self.info = SourceInfo(
             kind="csv", name=str(path), encoding=self._text.encoding, delimiter=self._delimiter
         )
-        header = _first_record(whole_lines(head, at_end=len(head) < _HEAD), self._delimiter)
+        header = _first_record(whole_lines(head, at_end=len(head) < HEAD), self._delimiter)
         if header is None:
             raise SourceError(f"{path} is empty")
         self._names = unique_names(header.fields)
@@ -122,7 +126,7 @@ class CsvSource(Source):
         return self._schema
 
     def sample(self, rows: int = 1000) -> pa.Table:
-        return _first_rows(self._read(_HEAD, []), rows, self._schema)
+        return _first_rows(self._read(HEAD, []), rows, self._schema)
 
     def batches(self, rows: int = 65_536) -> Iterator[pa.RecordBatch]:
         self.info.bad_records.clear()
@@ -331,7 +335,7 @@ class TxtSource(Source):
         return self._SCHEMA
 
     def sample(self, rows: int = 1000) -> pa.Table:
-        return _first_rows(self._read(_HEAD), rows, self._SCHEMA)
+        return _first_rows(self._read(HEAD), rows, self._SCHEMA)
 
     def batches(self, rows: int = 65_536) -> Iterator[pa.RecordBatch]:
         self.info.bad_records.clear()
@@ -407,31 +411,6 @@ def _first_record(data: bytes, delimiter: str) -> "_Record | None":
     return None
 
 
-def whole_lines(data: bytes, *, at_end: bool) -> bytes:
-    """The head of a file up to its last line end, unless it is the whole file."""
-    if at_end:
-        return data
-    cut = _last_line_end(data, len(data))
-    return data[:cut] if cut else data
-
-
-def check_first_line(head: bytes, size: int, path: object, start: int) -> None:
-    """Refuse a file whose head (``size`` bytes asked for) holds no line end: its first line is
-    longer than any line may be."""
-    if len(head) >= min(size, MAX_LINE_BYTES) and not _last_line_end(head, len(head)):
-        raise line_too_long(path, start)
-
-
-def has_content(text: Utf8Text) -> bool:
-    """Whether the text holds anything but ASCII whitespace."""
-    with text.path.open("rb") as file:
-        file.seek(text.start)
-        while block := file.read(_HEAD):
-            if block.strip():
-                return True
-    return False
-
-
 def _first_rows(pieces: Generator[pa.Table, None, None], rows: int, schema: pa.Schema) -> pa.Table:
     """The first ``rows`` rows of a reading, which is then closed."""
     taken: list[pa.Table] = []
@@ -450,79 +429,6 @@ def _first_rows(pieces: Generator[pa.Table, None, None], rows: int, schema: pa.S
 
 
 # -- chunks -------------------------------------------------------------------------------------
-
-
-def next_chunk(file: BinaryIO, position: int, size: int, *, quotes: bool) -> bytes:
-    """Whole lines from ``position``: about ``size`` bytes, ending outside quotes if it can.
-
-    :class:`LineTooLong` when a line is longer than ``MAX_LINE_BYTES``; a line longer than the
-    chunk is read on only up to that limit.
-    """
-    file.seek(position)
-    data = file.read(size)
-    if len(data) < size:
-        _check_lines(data, position)
-        return data  # the rest of the file
-    cut = _last_line_end(data, len(data))
-    if not cut:  # one line longer than the chunk: take all of it, up to the limit
-        pieces, length = [data], len(data)
-        while not cut:
-            if length > MAX_LINE_BYTES:
-                raise LineTooLong(position)
-            more = file.read(size)
-            if not more:
-                break
-            pieces.append(more)
-            length += len(more)
-            cut = _last_line_end(more, len(more))
-        data = b"".join(pieces)
-        cut = _last_line_end(data, len(data))
-        if not cut:
-            _check_lines(data, position)
-            return data
-    if quotes:
-        count = int(np.count_nonzero(np.frombuffer(data, np.uint8, cut) == ord('"')))
-        end = cut
-        while count % 2 and end:
-            previous = _last_line_end(data, end - 1)
-            count -= data.count(b'"', previous, end)
-            end = previous
-        cut = end or cut
-    chunk = data[:cut]
-    _check_lines(chunk, position)
-    return chunk
-
-
-def _check_lines(chunk: bytes, position: int) -> None:
-    """:class:`LineTooLong` when a line of the chunk (at ``position`` in the file) is too long."""
-    if len(chunk) <= MAX_LINE_BYTES:
-        return
-    # A line longer than the limit holds a whole block of half the limit: when every block
-    # holds a line end (found at once in a table's short lines), no line is too long.
-    half = MAX_LINE_BYTES // 2
-    for start in range(0, len(chunk), half):
-        if (
-            chunk.find(b"\n", start, start + half) < 0
-            and chunk.find(b"\r", start, start + half) < 0
-        ):
-            break
-    else:
-        return
-    data = np.frombuffer(chunk, dtype=np.uint8)
-    ends = np.flatnonzero((data == 0x0A) | (data == 0x0D))
-    bounds = np.concatenate(([-1], ends, [len(chunk)]))
-    lengths = np.diff(bounds) - 1
-    longest = int(np.argmax(lengths))
-    if lengths[longest] > MAX_LINE_BYTES:
-        raise LineTooLong(position + int(bounds[longest]) + 1)
-
-
-def _last_line_end(data: bytes, end: int) -> int:
-    """The offset just after the last line end in ``data[:end]``; 0 when there is none."""
-    at = data.rfind(b"\n", 0, end)
-    if at < 0:
-        at = data.rfind(b"\r", 0, end)
-    return at + 1
 
 
 # -- fitting a record with too many fields ----------------------------------------------------

@@ -29,12 +29,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from listhygiene.pipeline.sources import (
-    BadRecord,
-    Source,
-    SourceError,
-    SourceInfo,
-    bad_record,
+from listhygiene.pipeline.sources.base import BadRecord, Source, SourceError, SourceInfo, bad_record
+from listhygiene.pipeline.sources.batches import (
     conform,
     infer_type,
     rebatched_ahead,

@@ -38,16 +38,10 @@ from listhygiene.clients import (
 )
 from listhygiene.clients._exceptions import reached_server
 from listhygiene.errors import ServiceError
-from listhygiene.pipeline.backends import (
-    Backend,
-    InsufficientCredits,
-    JobFailed,
-    JobRef,
-    results_table,
-    wait_until_done,
-)
+from listhygiene.pipeline.backends.base import Backend, InsufficientCredits, JobFailed, JobRef
+from listhygiene.pipeline.backends.waiting import wait_until_done
 from listhygiene.result_file import RESULT_COLUMNS, unescape_formula
-from listhygiene.results import VerificationResult
+from listhygiene.results import VerificationResult, results_table
 from listhygiene.statuses import Facts, MailboxOutcome, Reason, Status
 from listhygiene.vocabulary import JOB_EVENTS, JobStatus
 
