@@ -16,11 +16,15 @@ the PostgreSQL cases are skipped, with the reason in the summary.
 plugin's session-wide ``mail_sandbox``), or the world a test module names in ``SANDBOX_WORLD``,
 started for that module alone. A test that needs a world of its own (greylisting remembers whom
 it has seen) takes the plugin's ``make_mail_sandbox``.
+
+``sandbox_settings(sandbox, **changes)`` are the engine settings the tests verify with against a
+sandbox, ``write_contacts(folder, rows)`` writes the contact list a test cleans.
 """
 
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
 
     import psycopg
 
+    from listhygiene.engine.settings import EngineSettings
     from listhygiene.sandbox import Sandbox
 
 
@@ -130,6 +135,51 @@ def tarpit() -> "Iterator[Sandbox]":
 
     with Sandbox(TARPIT) as running:
         yield running
+
+
+#: What the suite's engines run with against a sandbox unless a test says otherwise: a fixed EHLO
+#: name, short time limits (every host is on loopback) and no retries of temporary refusals.
+_SANDBOX_SETTINGS: dict[str, Any] = {
+    "helo": "verifier.test",
+    "dns_timeout": 1.0,
+    "smtp_timeout": 2.0,
+    "retry_delays": (),
+}
+
+
+def sandbox_settings(sandbox: "Sandbox", **changes: Any) -> "EngineSettings":
+    """Engine settings against ``sandbox`` (``Sandbox.engine_settings``) with the suite's usual
+    EHLO name, time limits and retries, ``changes`` on top: a module states only how its tests
+    differ."""
+    return sandbox.engine_settings(**(_SANDBOX_SETTINGS | changes))
+
+
+def engine_defaults(*names: str) -> dict[str, Any]:
+    """The engine's own defaults of ``names``, for the tests that ran with them instead of
+    :func:`sandbox_settings`' (say ``sandbox_settings(s, **engine_defaults("dns_timeout"))``)."""
+    from listhygiene.engine.settings import EngineSettings
+
+    return {name: EngineSettings.model_fields[name].default for name in names}
+
+
+def write_contacts(
+    folder: Path,
+    rows: str | Iterable[Sequence[object]],
+    *,
+    header: Sequence[str] = ("id", "email"),
+    name: str = "contacts.csv",
+) -> Path:
+    """A contact list ``folder / name``: ``rows`` is the CSV's whole text, or its records under
+    ``header``, cells joined by commas as they are (no quoting: a test that needs quotes gives
+    the text). Always UTF-8: the same bytes whatever the machine's locale."""
+    if isinstance(rows, str):
+        text = rows
+    else:
+        lines = [header, *rows]
+        text = "".join(",".join(str(cell) for cell in line) + "\n" for line in lines)
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def empty_redis(db: int) -> str:

@@ -146,8 +146,9 @@ def test_the_pipeline_facade_gives_every_name_it_lists() -> None:
 
     missing = [name for name in pipeline.__all__ if not hasattr(pipeline, name)]
     assert missing == []
-    assert pipeline.open_source is __import__(
-        "listhygiene.pipeline.sources", fromlist=["open_source"]
-    ).open_source
+    assert (
+        pipeline.open_source
+        is __import__("listhygiene.pipeline.sources", fromlist=["open_source"]).open_source
+    )
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         pipeline.nothing_here  # noqa: B018

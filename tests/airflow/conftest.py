@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import sandbox_settings, write_contacts
+
 REPO = Path(__file__).resolve().parents[2]
 HOME = Path(tempfile.mkdtemp(prefix="listhygiene-airflow-home-"))
 AIRFLOW_ENV = {
@@ -50,18 +52,23 @@ def sandbox() -> Iterator[Any]:
         yield running
 
 
-def engine_extras(sandbox: Any) -> dict[str, Any]:
-    """The local engine's settings against the sandbox, as a connection's extras."""
-    return {
-        "backend": "local",
-        "dns_server": sandbox.dns_server,
-        "smtp_port": sandbox.smtp_port,
-        "allow_private_mx": True,
-        "helo": "verifier.test",
-        "smtp_timeout": 2,
-        "dns_timeout": 1,
-        "retry_delays": [],
-    }
+#: The engine settings the tests' connections carry in their extras.
+EXTRA_SETTINGS = (
+    "dns_server",
+    "smtp_port",
+    "allow_private_mx",
+    "helo",
+    "smtp_timeout",
+    "dns_timeout",
+)
+
+
+def engine_extras(sandbox: Any, **changes: Any) -> dict[str, Any]:
+    """The local engine's settings against the sandbox (``sandbox_settings(sandbox, **changes)``),
+    as a connection's extras."""
+    settings = sandbox_settings(sandbox, **changes)
+    given = {name: getattr(settings, name) for name in EXTRA_SETTINGS}
+    return {"backend": "local", **given, "retry_delays": list(settings.retry_delays)}
 
 
 #: Four rows of the sample world: valid, a missing mailbox, a blank cell, a syntax error.
@@ -76,9 +83,7 @@ SMALL = """id,name,email
 @pytest.fixture
 def contacts(tmp_path: Path) -> Path:
     """:data:`SMALL` as a CSV file."""
-    path = tmp_path / "contacts.csv"
-    path.write_text(SMALL)
-    return path
+    return write_contacts(tmp_path, SMALL)
 
 
 def set_connection(

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.airflow.conftest import set_connection
+from tests.airflow.conftest import engine_extras, set_connection
+from tests.conftest import write_contacts
 
 REFUSING = [f"closed{i}.test" for i in range(6)]
 WORLD = {
@@ -40,25 +41,14 @@ def closed_world() -> Iterator[Any]:
 def closed_connection(
     airflow_home: Path, closed_world: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    extras = {
-        "backend": "local",
-        "dns_server": closed_world.dns_server,
-        "smtp_port": closed_world.smtp_port,
-        "allow_private_mx": True,
-        "helo": "verifier.test",
-        "smtp_timeout": 1,
-        "dns_timeout": 1,
-        "retry_delays": [],
-    }
+    extras = engine_extras(closed_world, smtp_timeout=1.0)
     set_connection(monkeypatch, "listhygiene_default", "listhygiene", extra=extras)
 
 
 @pytest.fixture
 def contacts(tmp_path: Path) -> Path:
-    path = tmp_path / "contacts.csv"
-    rows = [f"{i},ann{i}@{d}" for i, d in enumerate([*REFUSING, "open.test"] * 2)]
-    path.write_text("id,email\n" + "\n".join(rows) + "\n")
-    return path
+    rows = [(i, f"ann{i}@{d}") for i, d in enumerate([*REFUSING, "open.test"] * 2)]
+    return write_contacts(tmp_path, rows)
 
 
 def operator(contacts: Path, out: Path, **kwargs: Any) -> Any:

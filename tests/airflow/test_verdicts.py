@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from tests.airflow.conftest import jobs_of, set_connection, set_postgres_connection
+from tests.conftest import write_contacts
 
 ACME = "mx.acme-corp.test"
 CONTACTS = """id,name,email
@@ -31,9 +32,7 @@ DISTINCT = 4  # the blank cell is no address
 
 @pytest.fixture
 def contacts(tmp_path: Path) -> Path:
-    path = tmp_path / "contacts.csv"
-    path.write_text(CONTACTS)
-    return path
+    return write_contacts(tmp_path, CONTACTS)
 
 
 def summary_of(out: Path) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import dagster as dg
-from listhygiene.engine import Engine, EngineSettings
+from listhygiene.engine import Engine
 from listhygiene.pipeline.run import STATUSES
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.app import create_app
@@ -30,6 +30,7 @@ from listhygiene_dagster import (
     quality_report,
     row_chunks,
 )
+from tests.conftest import sandbox_settings, write_contacts
 from tests.service.live import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,24 +63,29 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def contacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("input") / "contacts.csv"
-    path.write_text(CSV)
-    return path
+    return write_contacts(tmp_path_factory.mktemp("input"), CSV)
 
 
-def engine_options(sandbox: Sandbox) -> dict[str, Any]:
-    return {
-        "dns_server": sandbox.dns_server,
-        "smtp_port": sandbox.smtp_port,
-        "allow_private_mx": True,
-        "helo": "verifier.test",
-        "smtp_timeout": 2,
-        "dns_timeout": 1,
-    }
+#: The engine fields of ``VerificationBackendResource`` that the tests set.
+ENGINE_FIELDS = (
+    "dns_server",
+    "smtp_port",
+    "allow_private_mx",
+    "helo",
+    "dns_timeout",
+    "smtp_timeout",
+)
+
+
+def engine_options(sandbox: Sandbox, **changes: Any) -> dict[str, Any]:
+    """``sandbox_settings(sandbox, **changes)`` as the resource's engine fields."""
+    settings = sandbox_settings(sandbox, **changes)
+    options = {name: getattr(settings, name) for name in ENGINE_FIELDS}
+    return options | {"retry_delays": list(settings.retry_delays)}
 
 
 def local_backend(sandbox: Sandbox) -> VerificationBackendResource:
-    return VerificationBackendResource(kind="local", retry_delays=[], **engine_options(sandbox))
+    return VerificationBackendResource(kind="local", **engine_options(sandbox))
 
 
 def resources(tmp: Path, source: str, backend: VerificationBackendResource) -> dict[str, Any]:
@@ -302,7 +308,7 @@ def test_the_export_sensor_adds_a_partition_per_new_file_and_that_partition_runs
 def service(mail_sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """(base URL, store) of the project's service on loopback, verifying against the sandbox."""
     path = tmp_path_factory.mktemp("service") / "service.db"
-    settings = EngineSettings(**engine_options(mail_sandbox), retry_delays=())
+    settings = sandbox_settings(mail_sandbox)
     with (
         Store(f"sqlite:///{path}") as store,
         LiveServer(create_app(store, Engine(settings))) as url,

@@ -18,7 +18,8 @@ from listhygiene_dagster import (
     VerificationBackendResource,
     build_email_hygiene_assets,
 )
-from tests.dagster.test_dagster_assets import metadata_of
+from tests.conftest import engine_defaults, write_contacts
+from tests.dagster.test_dagster_assets import engine_options, metadata_of
 
 CSV = """id,name,Email
 1,Alice,alice.johnson@acme-corp.test
@@ -29,15 +30,10 @@ RESULT_COLUMNS = ["status", "score", "reason", "is_deliverable", "is_disposable"
 
 
 def backend(sandbox: Sandbox, **options: Any) -> VerificationBackendResource:
-    return VerificationBackendResource(
-        kind="local",
-        dns_server=sandbox.dns_server,
-        smtp_port=sandbox.smtp_port,
-        allow_private_mx=True,
-        helo="verifier.test",
-        retry_delays=[],
-        **options,
-    )
+    """A local backend against ``sandbox`` with the engine's own DNS time limit (these runs
+    never set one)."""
+    changes = engine_defaults("dns_timeout") | options
+    return VerificationBackendResource(kind="local", **engine_options(sandbox, **changes))
 
 
 def resources(tmp: Path, source: Path, verifier: VerificationBackendResource) -> dict[str, Any]:
@@ -51,8 +47,7 @@ def resources(tmp: Path, source: Path, verifier: VerificationBackendResource) ->
 def test_assets_carry_their_column_schema_and_row_count(
     mail_sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    source = tmp_path / "contacts.csv"
-    source.write_text(CSV)
+    source = write_contacts(tmp_path, CSV)
     assets = build_email_hygiene_assets(name="crm", output_dir=str(tmp_path / "runs"))
     result = dg.materialize(
         assets, resources=resources(tmp_path, source, backend(mail_sandbox, smtp_timeout=2))

@@ -3,7 +3,6 @@ connections. The verification asset fails with the run's one-line health problem
 downstream materialises, unless ``accept_unreachable`` (the factory's default, or the run's
 config) says to publish the unknowns."""
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,8 @@ from listhygiene_dagster import (
     VerificationBackendResource,
     build_email_hygiene_assets,
 )
+from tests.conftest import write_contacts
+from tests.dagster.test_dagster_assets import engine_options
 
 REFUSING = [f"closed{i}.test" for i in range(6)]
 WORLD = {
@@ -31,27 +32,15 @@ WORLD = {
 }
 
 
-@pytest.fixture(scope="module")
-def closed_world() -> Iterator[Sandbox]:
-    with Sandbox(WORLD) as running:
-        yield running
+#: The world of this module's ``sandbox`` (tests/conftest.py).
+SANDBOX_WORLD = WORLD
 
 
 @pytest.fixture
-def run_resources(closed_world: Sandbox, tmp_path: Path) -> dict[str, Any]:
-    path = tmp_path / "contacts.csv"
-    rows = [f"{i},ann{i}@{d}" for i, d in enumerate([*REFUSING, "open.test"] * 2)]
-    path.write_text("id,email\n" + "\n".join(rows) + "\n")
-    backend = VerificationBackendResource(
-        kind="local",
-        dns_server=closed_world.dns_server,
-        smtp_port=closed_world.smtp_port,
-        allow_private_mx=True,
-        helo="verifier.test",
-        smtp_timeout=1,
-        dns_timeout=1,
-        retry_delays=[],
-    )
+def run_resources(sandbox: Sandbox, tmp_path: Path) -> dict[str, Any]:
+    rows = [(i, f"ann{i}@{d}") for i, d in enumerate([*REFUSING, "open.test"] * 2)]
+    path = write_contacts(tmp_path, rows)
+    backend = VerificationBackendResource(kind="local", **engine_options(sandbox, smtp_timeout=1.0))
     return {
         "contact_source": ContactSourceResource(path=str(path)),
         "verification_backend": backend,

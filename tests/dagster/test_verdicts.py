@@ -18,6 +18,7 @@ from listhygiene_dagster import (
     VerificationBackendResource,
     build_email_hygiene_assets,
 )
+from tests.conftest import write_contacts
 from tests.dagster.test_dagster_assets import engine_options, metadata_of, resources
 
 CSV = """id,name,Email
@@ -36,8 +37,7 @@ DISTINCT = 4
 def test_a_second_materialisation_reuses_verdicts_and_shows_them(
     mail_sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    contacts = tmp_path / "contacts.csv"
-    contacts.write_text(CSV)
+    contacts = write_contacts(tmp_path, CSV)
     assets = build_email_hygiene_assets(
         name="crm", output_dir=str(tmp_path / "runs"), verdicts_resource_key="verdict_store"
     )
@@ -45,7 +45,7 @@ def test_a_second_materialisation_reuses_verdicts_and_shows_them(
 
     def run(check_smtp: bool = True, **config: Any) -> dict[str, Any]:
         backend = VerificationBackendResource(
-            kind="local", retry_delays=[], check_smtp=check_smtp, **engine_options(mail_sandbox)
+            kind="local", check_smtp=check_smtp, **engine_options(mail_sandbox)
         )
         result = dg.materialize(
             assets,

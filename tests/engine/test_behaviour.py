@@ -18,6 +18,7 @@ from listhygiene.engine import Engine, EngineSettings
 from listhygiene.results import VerificationResult
 from listhygiene.sandbox import Sandbox
 from listhygiene.statuses import Reason, Status
+from tests.conftest import sandbox_settings
 
 
 def mx(host: str) -> list[dict]:
@@ -81,17 +82,7 @@ SANDBOX_WORLD = WORLD
 
 
 def settings(sandbox: Sandbox, **changes: object) -> EngineSettings:
-    base = {
-        "dns_server": sandbox.dns_server,
-        "smtp_port": sandbox.smtp_port,
-        "allow_private_mx": True,
-        "helo": "verifier.test",
-        "smtp_timeout": 1.0,
-        "dns_timeout": 1.0,
-        "retry_delays": (),
-    }
-    base.update(changes)
-    return EngineSettings(**base)  # type: ignore[arg-type]
+    return sandbox_settings(sandbox, **({"smtp_timeout": 1.0} | changes))
 
 
 async def run(engine: Engine, addresses: list) -> dict[str, VerificationResult]:

@@ -11,6 +11,7 @@ from listhygiene.engine import Engine, EngineSettings
 from listhygiene.results import VerificationResult
 from listhygiene.sandbox import Sandbox
 from listhygiene.statuses import Reason, Status
+from tests.conftest import sandbox_settings
 
 LIVE = [f"live{i}" for i in range(5)]
 DEAD = [f"dead{i}" for i in range(14)]
@@ -100,14 +101,12 @@ SANDBOX_WORLD = WORLD
 
 
 def settings(sandbox: Sandbox, **changes: object) -> EngineSettings:
-    base: dict[str, object] = {
-        "helo": "verifier.test",
+    defending: dict[str, object] = {
         "smtp_timeout": 1.0,
-        "dns_timeout": 1.0,
         "retry_delays": (0.5, 1.0, 2.0),
         "mx_head_start": 0.2,
     }
-    return sandbox.engine_settings(**(base | changes))
+    return sandbox_settings(sandbox, **(defending | changes))
 
 
 def addresses_of(name: str, *, dead_first: bool = False) -> list[str]:

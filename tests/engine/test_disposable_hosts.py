@@ -10,6 +10,7 @@ from listhygiene.engine import Engine, EngineSettings
 from listhygiene.results import VerificationResult
 from listhygiene.sandbox import Sandbox
 from listhygiene.statuses import Reason, Status
+from tests.conftest import engine_defaults, sandbox_settings
 
 WORLD = {
     "domains": {
@@ -65,8 +66,7 @@ SANDBOX_WORLD = WORLD
 
 
 def settings(sandbox: Sandbox, **changes: object) -> EngineSettings:
-    base: dict[str, object] = {"helo": "verifier.test", "smtp_timeout": 2.0, "retry_delays": ()}
-    return sandbox.engine_settings(**(base | changes))
+    return sandbox_settings(sandbox, **(engine_defaults("dns_timeout") | changes))
 
 
 async def verify(engine: Engine, address: str) -> VerificationResult:

@@ -8,8 +8,6 @@ import re
 import subprocess
 import sys
 
-import pytest
-
 from listhygiene.engine import Engine
 from listhygiene.engine.explain import explain
 from listhygiene.engine.trace import Trace, active, recording
@@ -29,14 +27,12 @@ WORLD = {
 }
 
 
-@pytest.fixture(scope="module")
-def world() -> Sandbox:
-    with Sandbox(WORLD) as sandbox:
-        yield sandbox
+#: The world of this module's ``sandbox`` (tests/conftest.py).
+SANDBOX_WORLD = WORLD
 
 
-def _cli(world: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **world.engine_environment(), "LISTHYGIENE_HELO": "verifier.test"}
+def _cli(sandbox: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **sandbox.engine_environment(), "LISTHYGIENE_HELO": "verifier.test"}
     return subprocess.run(
         [sys.executable, "-m", "listhygiene.cli", "explain", *args],
         capture_output=True,
@@ -46,8 +42,8 @@ def _cli(world: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_whole_conversation_is_printed(world: Sandbox) -> None:
-    done = _cli(world, "alice@acme.test")
+def test_the_whole_conversation_is_printed(sandbox: Sandbox) -> None:
+    done = _cli(sandbox, "alice@acme.test")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "DNS" in out
@@ -72,8 +68,8 @@ def test_the_whole_conversation_is_printed(world: Sandbox) -> None:
     ), last
 
 
-def test_json_names_the_deciding_row(world: Sandbox) -> None:
-    done = _cli(world, "dana@acme.test", "--json")
+def test_json_names_the_deciding_row(sandbox: Sandbox) -> None:
+    done = _cli(sandbox, "dana@acme.test", "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["decision"] == {
@@ -96,8 +92,8 @@ def test_json_names_the_deciding_row(world: Sandbox) -> None:
     assert polite["limits_met"] == polite["bans"] == 0
 
 
-def test_a_domain_without_mail_is_decided_by_dns_alone(world: Sandbox) -> None:
-    explanation = asyncio.run(explain("x@nomail.test", world.engine_settings(helo="v.test")))
+def test_a_domain_without_mail_is_decided_by_dns_alone(sandbox: Sandbox) -> None:
+    explanation = asyncio.run(explain("x@nomail.test", sandbox.engine_settings(helo="v.test")))
     assert explanation.row == 2
     assert explanation.result.status is Status.INVALID
     assert [e.kind for e in explanation.trace.events] == ["dns"]
@@ -113,23 +109,23 @@ def test_a_domain_without_mail_is_decided_by_dns_alone(world: Sandbox) -> None:
     )
 
 
-def test_bad_syntax_is_row_1_without_any_conversation(world: Sandbox) -> None:
-    done = _cli(world, "not an address")
+def test_bad_syntax_is_row_1_without_any_conversation(sandbox: Sandbox) -> None:
+    done = _cli(sandbox, "not an address")
     assert done.returncode == 0
     assert "decision: row 1 " in done.stdout
     assert "-> invalid, reason invalid_syntax" in done.stdout
 
 
-def test_nothing_is_recorded_outside_a_recording(world: Sandbox) -> None:
+def test_nothing_is_recorded_outside_a_recording(sandbox: Sandbox) -> None:
     trace = Trace()
-    engine = Engine(world.engine_settings(helo="v.test"))
+    engine = Engine(sandbox.engine_settings(helo="v.test"))
 
     async def both() -> None:
         with recording(trace):
             traced = asyncio.ensure_future(engine.verify("alice@acme.test"))
         assert active() is None
         await asyncio.gather(
-            traced, Engine(world.engine_settings(helo="v.test")).verify("dana@acme.test")
+            traced, Engine(sandbox.engine_settings(helo="v.test")).verify("dana@acme.test")
         )
 
     asyncio.run(both())

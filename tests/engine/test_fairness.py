@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from listhygiene.engine import Engine, EngineSettings
+from listhygiene.engine import Engine
 from listhygiene.engine.fairness import (
     FairSlots,
     InteractiveActivity,
@@ -16,6 +16,7 @@ from listhygiene.engine.fairness import (
     current_lane,
 )
 from listhygiene.sandbox import Sandbox
+from tests.conftest import engine_defaults, sandbox_settings
 
 INTERACTIVE = Priority.INTERACTIVE
 BULK = Priority.BULK
@@ -132,14 +133,10 @@ def many_domains() -> Iterator[Sandbox]:
 
 
 def _engine(sandbox: Sandbox, **changes: object) -> Engine:
-    settings: dict[str, object] = {
-        "dns_server": sandbox.dns_server,
-        "smtp_port": sandbox.smtp_port,
-        "allow_private_mx": True,
-        "helo": "verifier.test",
-        "check_smtp": False,
-    }
-    return Engine(EngineSettings(**{**settings, **changes}))  # type: ignore[arg-type]
+    """The engine's own time limits and retries, not the suite's short ones: what these tests
+    have always run with."""
+    options = engine_defaults("dns_timeout", "smtp_timeout", "retry_delays") | {"check_smtp": False}
+    return Engine(sandbox_settings(sandbox, **(options | changes)))
 
 
 async def test_a_bulk_run_reads_its_input_in_portions(many_domains: Sandbox) -> None:

@@ -18,6 +18,7 @@ from listhygiene.engine.syntax import Address, parse_address
 from listhygiene.results import VerificationResult
 from listhygiene.sandbox import Sandbox
 from listhygiene.statuses import Reason, Status
+from tests.conftest import sandbox_settings
 
 
 def mx(*hosts: str) -> list[dict]:
@@ -81,14 +82,7 @@ SANDBOX_WORLD = WORLD
 
 
 def settings(sandbox: Sandbox, **changes: object) -> EngineSettings:
-    base: dict[str, object] = {
-        "helo": "verifier.test",
-        "smtp_timeout": 2.0,
-        "dns_timeout": 1.0,
-        "retry_delays": (),
-        "mx_head_start": 0.2,
-    }
-    return sandbox.engine_settings(**(base | changes))
+    return sandbox_settings(sandbox, **({"mx_head_start": 0.2} | changes))
 
 
 async def run(engine: Engine, addresses: list[str]) -> dict[str, VerificationResult]:

@@ -38,7 +38,7 @@ from listhygiene.engine.proxies import parse_proxies, proxy_address
 from listhygiene.errors import ConfigurationError
 from listhygiene.sandbox import Sandbox
 from listhygiene.statuses import Reason, Status
-from tests.conftest import empty_redis
+from tests.conftest import empty_redis, engine_defaults, sandbox_settings
 
 PEOPLE = ["ann", "bob", "cat", "dan"]
 #: Google-like hosts (the engine's ``mx_provider`` reads ``google.com``): one pair a test, so
@@ -81,7 +81,10 @@ SANDBOX_WORLD = WORLD
 
 
 def settings(sandbox: Sandbox, **changes: object) -> EngineSettings:
-    return sandbox.engine_settings(helo="verifier.test", **changes)
+    """The engine's own time limits and retries, not the suite's short ones: what these tests
+    have always run with."""
+    timing = engine_defaults("dns_timeout", "smtp_timeout", "retry_delays")
+    return sandbox_settings(sandbox, **(timing | changes))
 
 
 async def verify(engine: Engine, addresses: list[str]) -> dict[str, tuple[Status, Reason | None]]:

@@ -155,10 +155,8 @@ WORLD = {
 }
 
 
-@pytest.fixture(scope="module")
-def world() -> Sandbox:
-    with Sandbox(WORLD) as sandbox:
-        yield sandbox
+#: The world of this module's ``sandbox`` (tests/conftest.py).
+SANDBOX_WORLD = WORLD
 
 
 def _verify(
@@ -171,8 +169,8 @@ def _verify(
 
 
 @pytest.mark.parametrize("check_smtp", [True, False])
-def test_mx_provider_over_the_sandbox(world: Sandbox, check_smtp: bool) -> None:
-    engine = Engine(world.engine_settings(helo="verifier.test"))
+def test_mx_provider_over_the_sandbox(sandbox: Sandbox, check_smtp: bool) -> None:
+    engine = Engine(sandbox.engine_settings(helo="verifier.test"))
     results = _verify(
         engine,
         [
@@ -200,8 +198,8 @@ def test_mx_provider_over_the_sandbox(world: Sandbox, check_smtp: bool) -> None:
     assert results["ann@gworkspace.test"].status is Status.VALID
 
 
-def test_a_suggestion_changes_neither_the_address_nor_its_status(world: Sandbox) -> None:
-    settings_ = world.engine_settings(helo="verifier.test")
+def test_a_suggestion_changes_neither_the_address_nor_its_status(sandbox: Sandbox) -> None:
+    settings_ = sandbox.engine_settings(helo="verifier.test")
     advised = _verify(Engine(settings_), ["ann@outlok.com", "bob@outlok.com"])
     plain_engine = Engine(settings_)
     plain_engine.suggester = Suggester(["outlok.com"])  # the list's own domain: no advice
@@ -217,9 +215,9 @@ def test_a_suggestion_changes_neither_the_address_nor_its_status(world: Sandbox)
     assert advised["bob@outlok.com"].status is Status.INVALID
 
 
-def test_form_b_carries_did_you_mean_only_with_a_suggestion(world: Sandbox) -> None:
+def test_form_b_carries_did_you_mean_only_with_a_suggestion(sandbox: Sandbox) -> None:
     results = _verify(
-        Engine(world.engine_settings(helo="verifier.test")), ["ann@outlok.com", "ann@own.test"]
+        Engine(sandbox.engine_settings(helo="verifier.test")), ["ann@outlok.com", "ann@own.test"]
     )
     assert results["ann@outlok.com"].to_form_b()["did_you_mean"] == "ann@outlook.com"
     assert "did_you_mean" not in results["ann@own.test"].to_form_b()

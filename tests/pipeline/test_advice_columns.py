@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import listhygiene
 from listhygiene.pipeline.run import STATUSES
 from listhygiene.results import FORM_A_FIELDS
 from listhygiene.sandbox import Sandbox
+from tests.conftest import write_contacts
 
 
 def _mx(host: str) -> list[dict[str, Any]]:
@@ -53,17 +53,13 @@ ROWS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def world() -> Iterator[Sandbox]:
-    with Sandbox(WORLD) as sandbox:
-        yield sandbox
+#: The world of this module's ``sandbox`` (tests/conftest.py).
+SANDBOX_WORLD = WORLD
 
 
 @pytest.fixture(scope="module")
 def contacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("advice") / "contacts.csv"
-    path.write_text("id,Email\n" + "".join(f"{i},{e}\n" for i, e in ROWS), "utf-8")
-    return path
+    return write_contacts(tmp_path_factory.mktemp("advice"), ROWS, header=("id", "Email"))
 
 
 def _rows(out: Path) -> dict[str, dict[str, Any]]:
@@ -76,9 +72,9 @@ def _rows(out: Path) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def runs(
-    world: Sandbox, contacts: Path, tmp_path_factory: pytest.TempPathFactory
+    sandbox: Sandbox, contacts: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Path]:
-    settings = world.engine_settings(helo="verifier.test")
+    settings = sandbox.engine_settings(helo="verifier.test")
     base = tmp_path_factory.mktemp("runs")
     listhygiene.clean(contacts, base / "plain", settings=settings, verdicts="none")
     listhygiene.clean(
@@ -158,8 +154,8 @@ def test_the_report_has_both_sections(runs: dict[str, Path]) -> None:
     assert '<td class="domain" title="outlok.com">outlok.com</td>' in page
 
 
-def _cli(world: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **world.engine_environment(), "LISTHYGIENE_HELO": "verifier.test"}
+def _cli(sandbox: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **sandbox.engine_environment(), "LISTHYGIENE_HELO": "verifier.test"}
     return subprocess.run(
         [sys.executable, "-m", "listhygiene.cli", "clean", *args],
         capture_output=True,
@@ -169,15 +165,15 @@ def _cli(world: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_cli_flag_and_its_bad_values(world: Sandbox, contacts: Path, tmp_path: Path) -> None:
+def test_the_cli_flag_and_its_bad_values(sandbox: Sandbox, contacts: Path, tmp_path: Path) -> None:
     bad = _cli(
-        world, str(contacts), "--out", str(tmp_path / "bad"), "--columns", "+suggestion,+owner"
+        sandbox, str(contacts), "--out", str(tmp_path / "bad"), "--columns", "+suggestion,+owner"
     )
     assert bad.returncode == 2
     assert "unknown extra column(s) owner" in bad.stderr
     assert "Traceback" not in bad.stderr
     good = _cli(
-        world,
+        sandbox,
         str(contacts),
         "--out",
         str(tmp_path / "ok"),

@@ -10,15 +10,17 @@ import pyarrow as pa
 import pytest
 
 import listhygiene
+from listhygiene.engine import EngineSettings
 from listhygiene.pipeline.sources import SourceError, open_source
 from listhygiene.pipeline.sources.tables import StreamSource
 from listhygiene.sandbox import Sandbox
+from tests.conftest import engine_defaults, sandbox_settings
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "crm_export.csv"
 
 
-def settings(sandbox: Sandbox) -> object:
-    return sandbox.engine_settings(helo="verifier.test", retry_delays=())
+def settings(sandbox: Sandbox) -> EngineSettings:
+    return sandbox_settings(sandbox, **engine_defaults("dns_timeout", "smtp_timeout"))
 
 
 def test_a_polars_frame_gives_what_its_csv_gives(mail_sandbox: Sandbox, tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from listhygiene.pipeline.chunks import (
 )
 from listhygiene.pipeline.quality import STATUSES
 from listhygiene.sandbox import Sandbox
-from tests.conftest import empty_redis
+from tests.conftest import empty_redis, sandbox_settings
 
 #: Six domains, each on its own mail host, of different sizes; some role and full mailboxes.
 SIZES = {"big.test": 24, "mid.test": 12, "small.test": 6, "tiny.test": 3, "one.test": 1}
@@ -76,12 +76,6 @@ def contacts_csv(path: Path) -> Path:
 
 #: The world of this module's ``sandbox`` (tests/conftest.py).
 SANDBOX_WORLD = WORLD
-
-
-def engine(sandbox: Sandbox) -> Any:
-    return sandbox.engine_settings(
-        helo="verifier.test", smtp_timeout=2.0, dns_timeout=1.0, retry_delays=()
-    )
 
 
 def sessions(sandbox: Sandbox) -> dict[str, int]:
@@ -233,14 +227,14 @@ def test_chunks_open_no_more_sessions_per_host_and_merge_to_one_runs_folder(
 ) -> None:
     source = contacts_csv(tmp_path / "contacts.csv")
     reset(sandbox)
-    single = listhygiene.clean(source, tmp_path / "single", settings=engine(sandbox))
+    single = listhygiene.clean(source, tmp_path / "single", settings=sandbox_settings(sandbox))
     alone = sessions(sandbox)
     assert all(alone.values()), alone
 
     reset(sandbox)
     paths = split_by_domain(source, tmp_path / "chunks", chunks=3)
     summaries = [
-        listhygiene.clean(path, tmp_path / f"chunk-{i}", settings=engine(sandbox)).summary
+        listhygiene.clean(path, tmp_path / f"chunk-{i}", settings=sandbox_settings(sandbox)).summary
         for i, path in enumerate(paths)
     ]
     fleet = sessions(sandbox)
@@ -295,12 +289,12 @@ def test_chunks_sharing_a_limit_split_the_giant_and_still_merge_to_one_runs_fold
     rows += [f"user{i}@{d}" for d in HOSTED[1:] for i in range(6)] + ["nobody@giant.test"]
     source.write_text("email\n" + "\n".join(rows) + "\n")
     with Sandbox(HOSTED_WORLD) as sandbox:
-        single = listhygiene.clean(source, tmp_path / "single", settings=engine(sandbox))
+        single = listhygiene.clean(source, tmp_path / "single", settings=sandbox_settings(sandbox))
         paths = split_by_domain(source, tmp_path / "chunks", chunks=2, shared_limits=store)
         split = json.loads((tmp_path / "chunks" / SPLIT_MANIFEST).read_text())
         assert split["split_domains"] == {"giant.test": 2}
         # three recipients a session: a chunk's domains on the host want 2 sessions at once
-        settings = engine(sandbox).model_copy(
+        settings = sandbox_settings(sandbox).model_copy(
             update={"shared_limits": store if shared else None, "rcpt_per_session": 3}
         )
         host = sandbox.stats("mx.hosting.test")
@@ -334,7 +328,7 @@ def test_a_broken_chunk_fails_the_merged_checks_and_publishes_nothing(
     paths = split_by_domain(source, tmp_path / "chunks", chunks=2)
     summaries = [
         listhygiene.clean(
-            path, tmp_path / f"chunk-{i}", settings=engine(sandbox), check_smtp=False
+            path, tmp_path / f"chunk-{i}", settings=sandbox_settings(sandbox), check_smtp=False
         ).summary
         for i, path in enumerate(paths)
     ]
@@ -358,7 +352,9 @@ def test_a_broken_chunk_fails_the_merged_checks_and_publishes_nothing(
 
 def test_merge_refuses_outputs_without_row_numbers(sandbox: Sandbox, tmp_path: Path) -> None:
     source = contacts_csv(tmp_path / "contacts.csv")
-    run = listhygiene.clean(source, tmp_path / "run", settings=engine(sandbox), check_smtp=False)
+    run = listhygiene.clean(
+        source, tmp_path / "run", settings=sandbox_settings(sandbox), check_smtp=False
+    )
     with pytest.raises(ValueError, match=f"no {ROW_COLUMN} column"):
         merge_chunks([run.summary], tmp_path / "merged")
     assert not (tmp_path / "merged" / "summary.json").exists()

@@ -15,13 +15,13 @@ import pyarrow.parquet as pq
 import pytest
 
 import listhygiene
-from listhygiene.engine import EngineSettings
 from listhygiene.pipeline.backends import KEY, Backend, JobRef, LocalBackend
 from listhygiene.pipeline.outputs import OutputError
 from listhygiene.pipeline.report import politeness_line
 from listhygiene.pipeline.run import STATUSES, QualityError
 from listhygiene.results import arrow_schema
 from listhygiene.sandbox import Sandbox
+from tests.conftest import sandbox_settings, write_contacts
 
 
 def mx(host: str) -> list[dict]:
@@ -69,25 +69,9 @@ CSV = """id,name,Email,notes
 SANDBOX_WORLD = WORLD
 
 
-def settings(sandbox: Sandbox, **changes: object) -> EngineSettings:
-    base = {
-        "dns_server": sandbox.dns_server,
-        "smtp_port": sandbox.smtp_port,
-        "allow_private_mx": True,
-        "helo": "verifier.test",
-        "smtp_timeout": 2.0,
-        "dns_timeout": 1.0,
-        "retry_delays": (),
-    }
-    base.update(changes)
-    return EngineSettings(**base)  # type: ignore[arg-type]
-
-
 @pytest.fixture
 def contacts(tmp_path: Path) -> Path:
-    path = tmp_path / "contacts.csv"
-    path.write_text(CSV, encoding="utf-8")
-    return path
+    return write_contacts(tmp_path, CSV)
 
 
 def read(out: Path, status: str) -> pd.DataFrame:
@@ -98,7 +82,9 @@ def test_every_row_lands_in_exactly_one_status_file(
     sandbox: Sandbox, contacts: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    result = listhygiene.clean(contacts, out, settings=settings(sandbox, mail_from="a@v.test"))
+    result = listhygiene.clean(
+        contacts, out, settings=sandbox_settings(sandbox, mail_from="a@v.test")
+    )
     frames = {s: read(out, s) for s in STATUSES}
     assert set(os.listdir(out)) >= {f"{s}.parquet" for s in STATUSES} | {
         "summary.json",
@@ -165,7 +151,10 @@ def test_second_pass_verifies_temporary_unknowns_again(
 ) -> None:
     out = tmp_path / "out"
     result = listhygiene.clean(
-        contacts, out, settings=settings(sandbox, mail_from="b@v.test"), retry_unknown_after=0.8
+        contacts,
+        out,
+        settings=sandbox_settings(sandbox, mail_from="b@v.test"),
+        retry_unknown_after=0.8,
     )
     frames = {s: read(out, s) for s in STATUSES}
     assert "9" in set(frames["valid"]["id"])  # greylisted at first, accepted on the second pass
@@ -174,7 +163,7 @@ def test_second_pass_verifies_temporary_unknowns_again(
 
 def test_without_smtp(sandbox: Sandbox, contacts: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = listhygiene.clean(contacts, out, settings=settings(sandbox), check_smtp=False)
+    result = listhygiene.clean(contacts, out, settings=sandbox_settings(sandbox), check_smtp=False)
     valid = read(out, "valid")
     assert set(valid["id"]) == {"1", "2", "3", "4", "6", "7", "9"}  # no mailbox probed
     assert set(valid["score"]) == {0.9}
@@ -204,7 +193,7 @@ def test_the_quality_worker_variable_chooses_where_gx_is_imported(
     monkeypatch.setattr(runner, "warm_up", recording_warm_up)
     monkeypatch.setenv("LISTHYGIENE_QUALITY_WORKER", kind)
     result = listhygiene.clean(
-        contacts, tmp_path / "out", settings=settings(sandbox), check_smtp=False
+        contacts, tmp_path / "out", settings=sandbox_settings(sandbox), check_smtp=False
     )
     assert asked == [kind == "process"]
     assert result.summary["quality"]["passed"]
@@ -214,7 +203,7 @@ def test_column_names_that_clash_with_result_columns(sandbox: Sandbox, tmp_path:
     path = tmp_path / "clash.csv"
     path.write_text("email,status,score\nalice@acme.test,customer,7\n")
     out = tmp_path / "out"
-    listhygiene.clean(path, out, settings=settings(sandbox), check_smtp=False)
+    listhygiene.clean(path, out, settings=sandbox_settings(sandbox), check_smtp=False)
     frame = read(out, "valid")
     assert list(frame.columns[:3]) == ["email", "status", "score"]
     assert (frame.loc[0, "status"], frame.loc[0, "result_status"]) == ("customer", "valid")
@@ -223,7 +212,7 @@ def test_column_names_that_clash_with_result_columns(sandbox: Sandbox, tmp_path:
 
 def test_dataframe_in_frames_out(sandbox: Sandbox) -> None:
     data = pd.DataFrame({"who": ["a", "b"], "mail": ["alice@acme.test", "ghost@acme.test"]})
-    result = listhygiene.clean(data, settings=settings(sandbox))
+    result = listhygiene.clean(data, settings=sandbox_settings(sandbox))
     assert list(result["valid"]["who"]) == ["a"]
     assert list(result["invalid"]["reason"]) == ["mailbox_not_found"]
     assert Path(result.report).exists()
@@ -233,7 +222,10 @@ def test_output_to_a_filesystem_url(sandbox: Sandbox, contacts: Path) -> None:
     import fsspec
 
     result = listhygiene.clean(
-        contacts, "memory://listhygiene-test/out", settings=settings(sandbox), check_smtp=False
+        contacts,
+        "memory://listhygiene-test/out",
+        settings=sandbox_settings(sandbox),
+        check_smtp=False,
     )
     fs = fsspec.filesystem("memory")
     names = {p.rsplit("/", 1)[-1] for p in fs.ls("/listhygiene-test/out", detail=False)}
@@ -247,7 +239,7 @@ def test_unwritable_output_folder_fails_before_any_work(
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     with pytest.raises(OutputError, match="a-file"):
-        listhygiene.clean(contacts, blocker / "out", settings=settings(sandbox))
+        listhygiene.clean(contacts, blocker / "out", settings=sandbox_settings(sandbox))
 
 
 class _BrokenBackend(Backend):
@@ -273,7 +265,7 @@ def test_a_failing_quality_check_fails_the_run_and_publishes_nothing(
     sandbox: Sandbox, contacts: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    backend = _BrokenBackend(LocalBackend(settings(sandbox)))
+    backend = _BrokenBackend(LocalBackend(sandbox_settings(sandbox)))
     with pytest.raises(QualityError, match="rows_in_exactly_one_output"):
         listhygiene.clean(contacts, out, backend=backend, check_smtp=False)
     assert not (out / "summary.json").exists()
@@ -281,7 +273,7 @@ def test_a_failing_quality_check_fails_the_run_and_publishes_nothing(
     warned = listhygiene.clean(
         contacts,
         out,
-        backend=_BrokenBackend(LocalBackend(settings(sandbox))),
+        backend=_BrokenBackend(LocalBackend(sandbox_settings(sandbox))),
         check_smtp=False,
         quality="warn",
     )
@@ -304,13 +296,13 @@ def test_a_resumed_run_adds_up_what_each_attempt_cost_the_hosts(
     path = tmp_path / "slow.csv"
     path.write_text("Email\n" + "".join(f"person{i}@slow.test\n" for i in range(10)))
     out = tmp_path / "out"
-    first = _DiesAfterOneTable(settings(sandbox), flush_every=2)
+    first = _DiesAfterOneTable(sandbox_settings(sandbox), flush_every=2)
     with pytest.raises(RuntimeError, match="the worker died"):
         listhygiene.clean(path, out, backend=first)
     # what the attempt's sessions cost, kept for the rerun
     before = json.loads((out / ".listhygiene" / "manifest.json").read_text())["politeness"]
     assert 0 < before["sessions"] <= first.engine.politeness["sessions"]
-    second = LocalBackend(settings(sandbox))
+    second = LocalBackend(sandbox_settings(sandbox))
     result = listhygiene.clean(path, out, backend=second)
     assert result.summary["addresses"]["resumed"] is True
     now = second.engine.politeness
@@ -407,10 +399,10 @@ def test_changed_settings_start_afresh_instead_of_reusing_results(
     data = pd.DataFrame({"email": ["alice@acme.test"]})
     out = tmp_path / "out"
     wrong = listhygiene.clean(
-        data, out, settings=settings(sandbox, allow_private_mx=False), check_smtp=False
+        data, out, settings=sandbox_settings(sandbox, allow_private_mx=False), check_smtp=False
     )
     assert wrong.counts["invalid"] == 1  # loopback mail hosts refused
-    right = listhygiene.clean(data, out, settings=settings(sandbox), check_smtp=False)
+    right = listhygiene.clean(data, out, settings=sandbox_settings(sandbox), check_smtp=False)
     assert right.counts["valid"] == 1
     assert right.summary["addresses"]["resumed"] is False
 
@@ -419,11 +411,13 @@ def test_check_smtp_follows_the_engine_settings_unless_given(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
     data = pd.DataFrame({"email": ["ghost@acme.test"]})
-    off = listhygiene.clean(data, tmp_path / "a", settings=settings(sandbox, check_smtp=False))
+    off = listhygiene.clean(
+        data, tmp_path / "a", settings=sandbox_settings(sandbox, check_smtp=False)
+    )
     assert off.counts["valid"] == 1  # not probed
     assert off.summary["backend"]["check_smtp"] is False
     on = listhygiene.clean(
-        data, tmp_path / "b", settings=settings(sandbox, check_smtp=False), check_smtp=True
+        data, tmp_path / "b", settings=sandbox_settings(sandbox, check_smtp=False), check_smtp=True
     )
     assert on.counts["invalid"] == 1
     assert on.passed
@@ -438,7 +432,7 @@ def test_a_finished_run_leaves_only_its_outputs(
     sandbox: Sandbox, contacts: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    listhygiene.clean(contacts, out, settings=settings(sandbox), check_smtp=False)
+    listhygiene.clean(contacts, out, settings=sandbox_settings(sandbox), check_smtp=False)
     assert {p.name for p in out.iterdir()} == OUTPUTS  # no .listhygiene work folder
 
 
@@ -449,7 +443,7 @@ def test_a_finished_run_to_a_url_leaves_no_work_folder_in_the_cache(
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     url = "memory://listhygiene-test/finished"
-    listhygiene.clean(contacts, url, settings=settings(sandbox), check_smtp=False)
+    listhygiene.clean(contacts, url, settings=sandbox_settings(sandbox), check_smtp=False)
     names = {p.rsplit("/", 1)[-1] for p in fsspec.filesystem("memory").ls(url, detail=False)}
     assert names == OUTPUTS
     runs = tmp_path / "cache" / "listhygiene" / "runs"
@@ -460,7 +454,7 @@ def test_a_failed_run_keeps_its_work_folder_for_the_rerun(
     sandbox: Sandbox, contacts: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    backend = _BrokenBackend(LocalBackend(settings(sandbox)))
+    backend = _BrokenBackend(LocalBackend(sandbox_settings(sandbox)))
     with pytest.raises(QualityError):
         listhygiene.clean(contacts, out, backend=backend, check_smtp=False)
     assert (out / ".listhygiene" / "manifest.json").exists()
@@ -475,7 +469,7 @@ def test_without_an_output_folder_the_temporary_folder_lives_as_long_as_the_resu
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
-    result = listhygiene.clean(contacts, settings=settings(sandbox), check_smtp=False)
+    result = listhygiene.clean(contacts, settings=sandbox_settings(sandbox), check_smtp=False)
     folder = Path(result.out)
     assert folder.parent == tmp_path / "tmp"
     assert {p.name for p in folder.iterdir()} == OUTPUTS
@@ -483,7 +477,7 @@ def test_without_an_output_folder_the_temporary_folder_lives_as_long_as_the_resu
     del result
     gc.collect()
     assert not folder.exists()
-    closed = listhygiene.clean(contacts, settings=settings(sandbox), check_smtp=False)
+    closed = listhygiene.clean(contacts, settings=sandbox_settings(sandbox), check_smtp=False)
     with closed:
         assert len(closed["valid"]) == 7
     assert not Path(closed.out).exists()

@@ -27,6 +27,7 @@ from listhygiene.sandbox import Sandbox
 from listhygiene.service.app import create_app
 from listhygiene.service.store import Store
 from listhygiene.service.store.models import Job
+from tests.conftest import sandbox_settings, write_contacts
 from tests.service.live import LiveServer
 
 # The services here run in the test's process, some with client time-outs of 1 s
@@ -84,40 +85,26 @@ DISTINCT = 9  # the cells with something in them, ALICE@Acme.Test being alice@ac
 SANDBOX_WORLD = WORLD
 
 
-def engine_settings(sandbox: Sandbox) -> EngineSettings:
-    return EngineSettings(
-        dns_server=sandbox.dns_server,
-        smtp_port=sandbox.smtp_port,
-        allow_private_mx=True,
-        helo="verifier.test",
-        smtp_timeout=2,
-        dns_timeout=1,
-        retry_delays=(),
-    )
-
-
 @pytest.fixture(scope="module")
 def service(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """(base URL, store) of the service on loopback."""
     path = tmp_path_factory.mktemp("remote") / "service.db"
     with Store(f"sqlite:///{path}") as store:
-        app = create_app(store, Engine(engine_settings(sandbox)))
+        app = create_app(store, Engine(sandbox_settings(sandbox)))
         with LiveServer(app) as url:
             yield url, store
 
 
 @pytest.fixture(scope="module")
 def contacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("input") / "contacts.csv"
-    path.write_text(CSV)
-    return path
+    return write_contacts(tmp_path_factory.mktemp("input"), CSV)
 
 
 @pytest.fixture(scope="module")
 def local(sandbox: Sandbox, contacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The statuses the local engine gives each row: what every backend must agree with."""
     out = tmp_path_factory.mktemp("local") / "out"
-    listhygiene.clean(contacts, out, settings=engine_settings(sandbox))
+    listhygiene.clean(contacts, out, settings=sandbox_settings(sandbox))
     return statuses(out)
 
 
@@ -332,7 +319,7 @@ def test_submit_with_the_local_engine_submits_nothing(
 ) -> None:
     from listhygiene.pipeline.run import submit
 
-    assert submit(contacts, tmp_path / "out", settings=engine_settings(sandbox)) == []
+    assert submit(contacts, tmp_path / "out", settings=sandbox_settings(sandbox)) == []
 
 
 def test_waiting_on_webhooks_through_the_real_receiver(
@@ -348,7 +335,7 @@ def test_waiting_on_webhooks_through_the_real_receiver(
     with Store(f"sqlite:///{tmp_path / 'hooks.db'}") as store:
         app = create_app(
             store,
-            Engine(engine_settings(sandbox)),
+            Engine(sandbox_settings(sandbox)),
             allow_http_webhooks=True,
             allow_private_webhooks=True,
         )
@@ -495,7 +482,7 @@ def slow_service(sandbox: Sandbox, path: Path, sync_deadline: float) -> tuple[St
     store = Store(f"sqlite:///{path}")
     # The engine retries greylisting at the delay the host names (2.5 s): longer than a
     # synchronous request may take on this service
-    settings = engine_settings(sandbox).model_copy(update={"retry_delays": (1.0,)})
+    settings = sandbox_settings(sandbox, retry_delays=(1.0,))
     app = create_app(store, Engine(settings), sync_deadline=sync_deadline)
     return store, app
 

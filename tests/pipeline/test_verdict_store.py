@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from listhygiene.sandbox import Sandbox
 from listhygiene.service.app import create_app
 from listhygiene.service.store import Store
 from listhygiene.verdicts import VerdictStore
+from tests.conftest import write_contacts
 from tests.service.live import LiveServer
 
 # a hang guard: each test runs the CLI several times over the SMTP sandbox (minutes when busy)
@@ -66,17 +66,13 @@ CSV = """id,Email
 DISTINCT = 6  # alice twice, and the blank row is no address
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(world()) as running:
-        yield running
+#: The world of this module's ``sandbox`` (tests/conftest.py).
+SANDBOX_WORLD = world()
 
 
 @pytest.fixture
 def contacts(tmp_path: Path) -> Path:
-    path = tmp_path / "contacts.csv"
-    path.write_text(CSV)
-    return path
+    return write_contacts(tmp_path, CSV)
 
 
 def environment(sandbox: Sandbox, store: str) -> dict[str, str]:

@@ -17,6 +17,7 @@ from listhygiene.errors import ConfigurationError, StorageError
 from listhygiene.pipeline.result import STATUSES
 from listhygiene.pipeline.writeback import write_back
 from listhygiene.sandbox import Sandbox
+from tests.conftest import write_contacts
 
 ROWS = [
     ("1", "Ann", "info@example.com"),
@@ -31,8 +32,7 @@ ROWS = [
 @pytest.fixture(scope="module")
 def run(mail_sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> str:
     folder = tmp_path_factory.mktemp("writeback")
-    source = folder / "contacts.csv"
-    source.write_text("id,name,email\n" + "".join(f"{i},{n},{e}\n" for i, n, e in ROWS))
+    source = write_contacts(folder, ROWS, header=("id", "name", "email"))
     settings = mail_sandbox.engine_settings(helo="verifier.test", retry_delays=())
     result = listhygiene.clean(source, folder / "out", settings=settings, check_smtp=False)
     return result.out
@@ -163,8 +163,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 
 def test_the_cli_writes_back_after_publishing(mail_sandbox: Sandbox, tmp_path: Path) -> None:
-    source = tmp_path / "contacts.csv"
-    source.write_text("id,name,email\n" + "".join(f"{i},{n},{e}\n" for i, n, e in ROWS))
+    source = write_contacts(tmp_path, ROWS, header=("id", "name", "email"))
     url = f"sqlite:///{tmp_path / 'crm.db'}"
     env = {**os.environ, **mail_sandbox.engine_environment(), "LISTHYGIENE_HELO": "v.test"}
     clean = ["clean", str(source), "--no-smtp", "--out", str(tmp_path / "out"), "--json"]

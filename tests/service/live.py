@@ -17,10 +17,11 @@ import httpx
 import uvicorn
 from sqlalchemy import select
 
-from listhygiene.engine import Engine, EngineSettings
+from listhygiene.engine import Engine
 from listhygiene.sandbox import Sandbox
 from listhygiene.service.store import Store
 from listhygiene.service.store.models import JobResult
+from tests.conftest import sandbox_settings
 
 #: The slow world's domains and mailboxes (``SLOW_WORLD``).
 SLOW_DOMAINS = [f"slow{i}.test" for i in range(16)]
@@ -156,18 +157,9 @@ def free_port() -> int:
 
 
 def engine_for(sandbox: Sandbox, **changes: Any) -> Engine:
-    """An engine that verifies against ``sandbox``, with short time limits for tests."""
-    settings: dict[str, Any] = {
-        "dns_server": sandbox.dns_server,
-        "smtp_port": sandbox.smtp_port,
-        "allow_private_mx": True,
-        "helo": "verifier.test",
-        "smtp_timeout": 2,
-        "dns_timeout": 1,
-        "retry_delays": (2,),
-    }
-    settings.update(changes)
-    return Engine(EngineSettings(**settings))
+    """An engine that verifies against ``sandbox``, with short time limits for tests and one
+    retry of a temporary refusal."""
+    return Engine(sandbox_settings(sandbox, **({"retry_delays": (2,)} | changes)))
 
 
 def a(key: str) -> dict[str, str]:

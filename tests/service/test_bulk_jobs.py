@@ -113,12 +113,6 @@ def base_url(sandbox: Sandbox, store: Store) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-def client(base_url: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=base_url, timeout=30) as opened:
-        yield opened
-
-
 def new_key(store: Store, credits: int = 100, **kwargs: Any) -> str:
     key, _ = store.create_key("test", credits, **kwargs)
     return key

@@ -2,15 +2,10 @@
 typo, and omits the key otherwise (issue 19, item 1; docs/results.md, "Extra columns"); the
 status stays the address's own."""
 
-from collections.abc import Iterator
-
 import httpx
-import pytest
 
-from listhygiene.sandbox import Sandbox
-from listhygiene.service.app import create_app
 from listhygiene.service.store import Store
-from tests.service.live import LiveServer, b, engine_for
+from tests.service.live import b
 
 STORE_BACKENDS = ("sqlite",)
 SANDBOX_WORLD = {
@@ -21,12 +16,6 @@ SANDBOX_WORLD = {
     },
     "hosts": {"mx.outlok.com": {}, "mx.acme.test": {}},
 }
-
-
-@pytest.fixture(scope="module")
-def base_url(sandbox: Sandbox, store: Store) -> Iterator[str]:
-    with LiveServer(create_app(store, engine_for(sandbox))) as url:
-        yield url
 
 
 def test_did_you_mean_only_with_a_suggestion(base_url: str, store: Store) -> None:

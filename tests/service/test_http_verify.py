@@ -46,18 +46,6 @@ class FailingEngine:
         yield  # pragma: no cover
 
 
-@pytest.fixture(scope="module")
-def base_url(sandbox: Sandbox, store: Store) -> Iterator[str]:
-    with LiveServer(create_app(store, engine_for(sandbox))) as url:
-        yield url
-
-
-@pytest.fixture
-def client(base_url: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=base_url, timeout=30) as opened:
-        yield opened
-
-
 def new_key(store: Store, credits: int = 100, **kwargs: Any) -> str:
     key, _ = store.create_key("test", credits, **kwargs)
     return key

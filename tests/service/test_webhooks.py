@@ -173,12 +173,6 @@ def base_url(store: Store, certificate: tuple[Path, Path]) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-def client(base_url: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=base_url, timeout=30) as opened:
-        yield opened
-
-
 def new_key(store: Store) -> tuple[str, str]:
     key, row = store.create_key("test", 100)
     return key, row.id
