@@ -81,6 +81,13 @@ UNDETERMINED_REASONS: frozenset[Reason] = frozenset(
     }
 )
 
+#: Reasons of rows 1-3 of the decision table, which come before any SMTP fact: a verdict with
+#: one is final whether or not its run probed mailboxes, so the verdict store reuses it for both
+#: (PRODUCT.md, "Verdict store").
+BEFORE_SMTP_REASONS: frozenset[Reason] = frozenset(
+    {Reason.INVALID_SYNTAX, Reason.NO_MAIL_SERVER, Reason.DISPOSABLE_DOMAIN}
+)
+
 #: Undetermined reasons that are temporary by nature: a later pass may well decide them.
 TEMPORARY_REASONS: frozenset[Reason] = frozenset(
     {Reason.GREYLISTED, Reason.RATE_LIMITED, Reason.SMTP_TIMEOUT, Reason.DNS_ERROR}

@@ -4,8 +4,8 @@ The per-status files keep exactly the input's columns and form A's result column
 user asks for more (``--columns +suggestion,+mx_provider``, ``extra_columns=``); the summary and
 the report always count both. Suggestions are made at write time, per distinct domain, against
 the big providers and the list's own most common domains (engine/suggest.py); the provider comes
-with each address's result (engine/providers.py), none for a verdict reused from the verdict
-store, which does not keep it.
+with each address's result (engine/providers.py), also with a verdict reused from the verdict
+store, which keeps it per domain.
 """
 
 from collections import Counter

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from listhygiene.durations import parse_duration
-from listhygiene.statuses import Status
+from listhygiene.statuses import BEFORE_SMTP_REASONS, Status
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -86,9 +86,12 @@ class Freshness:
 
     def reusable(self, stored: "pa.Table", *, check_smtp: bool, now: float) -> "pa.Array":
         """Which rows of a :meth:`VerdictStore.fetch` table may stand in for a verification
-        (vectorised: one mask over the whole table)."""
+        (vectorised: one mask over the whole table). A run with SMTP takes a verdict checked
+        without it only when the verdict came before SMTP (:data:`BEFORE_SMTP_REASONS`)."""
         import pyarrow as pa
         import pyarrow.compute as pc
+
+        before_smtp = pa.array(sorted(BEFORE_SMTP_REASONS), pa.string())
 
         status = stored.column("status")
         limits = pc.fill_null(
@@ -97,7 +100,11 @@ class Freshness:
         seconds = pa.array([*self.max_age.values(), 0.0], pa.float64())
         max_age = pc.take(seconds, pc.if_else(pc.less(limits, 0), len(self.max_age), limits))
         young = pc.less_equal(pc.subtract(pa.scalar(now), stored.column("checked_at")), max_age)
-        deep_enough = stored.column("smtp_check") if check_smtp else pa.scalar(True)
+        deep_enough = (
+            pc.or_(stored.column("smtp_check"), pc.is_in(stored.column("reason"), before_smtp))
+            if check_smtp
+            else pa.scalar(True)
+        )
         return pc.and_(pc.and_(young, pc.greater(max_age, 0.0)), deep_enough)
 
     @property

@@ -4,8 +4,8 @@ store, with a version table of their own so that one database may hold both).
 - ``verdicts``: one row per address, keyed by a keyed hash of the normalised address (never the
   address), with the result columns in their compact form (``codes.py``), how and when it was
   checked, and the status before that.
-- ``verdict_domains``: a domain's mail hosts and reputation as last seen (per domain, not per
-  address: a million addresses share a few thousand domains), by id.
+- ``verdict_domains``: a domain's mail hosts, reputation and mail provider as last seen (per
+  domain, not per address: a million addresses share a few thousand domains), by id.
 - ``verdict_settings``: the store's own settings (the hashing key's fingerprint).
 - ``verdict_disposable_hosts``: the mail hosts seen receiving for listed disposable domains, each
   with the domain (public list entries, not addresses): a host seen with two of them is a
@@ -68,6 +68,8 @@ domains = sa.Table(
     sa.Column("mx_records", sa.Text(), nullable=False),  # JSON list
     sa.Column("domain_reputation", sa.Text(), nullable=False),  # JSON object
     sa.Column("checked_at", sa.Float(), nullable=False),
+    # who runs the domain's mail (engine/providers.py), null when not known: migration 0003
+    sa.Column("mx_provider", sa.Text(), nullable=True),
 )
 
 settings = sa.Table(

@@ -69,6 +69,8 @@ SQLITE_CACHE_KIB = 16_384
 #: Set on every SQLite connection of the store, besides the engine's own (WAL, busy timeout).
 #: No ``mmap_size``: mapped pages of the file count in the process's resident memory.
 SQLITE_PRAGMAS = (f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}", "PRAGMA temp_store = MEMORY")
+#: What the store keeps of a domain rather than of each address, the domain first.
+_DOMAIN_FACTS = ("domain", "mx_records", "domain_reputation", "mx_provider")
 #: The store's per-address columns, as fetched (codes.py turns them back into results).
 _FETCHED = (
     "key",
@@ -263,13 +265,13 @@ class VerdictStore:
             per_domain = self._domains(conn, set(column["domain_id"].to_pylist()))
         schema = arrow_schema(internal=True)
         data = decode(column, schema)
-        for name in EXTRA_FIELDS:  # advice, not kept: known again when re-verified
+        for name in EXTRA_FIELDS:  # the suggestion is the run's (pipeline/advice.py)
             data[name] = pa.nulls(len(column["key"]), pa.string())
         data[KEY] = pc.take(wanted, pc.index_in(column["key"], value_set=hashed))
         data["email"] = data[KEY]
         ids = pa.array(sorted(per_domain), pa.int64())
         at = pc.index_in(column["domain_id"], value_set=ids)
-        for index, name in enumerate(("domain", "mx_records", "domain_reputation")):
+        for index, name in enumerate(_DOMAIN_FACTS):
             kind = schema.field(name).type
             shared = pa.array([per_domain[i][index] for i in ids.to_pylist()], kind)
             data[name] = pc.take(shared, at)
@@ -296,20 +298,22 @@ class VerdictStore:
             cursor.close()
         return _columns(rows)
 
-    def _domains(self, conn: sa.Connection, ids: set[int]) -> dict[int, tuple[Any, Any, Any]]:
-        """``{id: (domain, mx_records, domain_reputation)}`` of the domains ``ids``."""
-        found: dict[int, tuple[Any, Any, Any]] = {}
+    def _domains(self, conn: sa.Connection, ids: set[int]) -> dict[int, tuple[Any, Any, Any, Any]]:
+        """``{id: (domain, mx_records, domain_reputation, mx_provider)}`` of the domains
+        ``ids``."""
+        found: dict[int, tuple[Any, Any, Any, Any]] = {}
         columns = (
             domains.c.id,
             domains.c.domain,
             domains.c.mx_records,
             domains.c.domain_reputation,
+            domains.c.mx_provider,
         )
         ids_in = sa.bindparam("ids", expanding=True, type_=sa.Integer())  # typed: see _domain_ids
         query = sa.select(*columns).where(domains.c.id.in_(ids_in))
         for chunk in _chunks(sorted(ids), BATCH):
-            for id_, name, mx, reputation in conn.execute(query, {"ids": chunk}):
-                found[id_] = (name, json.loads(mx), _reputation(json.loads(reputation)))
+            for id_, name, mx, reputation, provider in conn.execute(query, {"ids": chunk}):
+                found[id_] = (name, json.loads(mx), _reputation(json.loads(reputation)), provider)
         return found
 
     # -- writing ---------------------------------------------------------------------------------
@@ -335,7 +339,8 @@ class VerdictStore:
         # per domain: the first row of each (mail hosts and reputation are the domain's)
         names = pc.unique(known.column("domain"))
         first = known.take(pc.index_in(names, value_set=known.column("domain")))
-        hosts = first.select(["domain", "mx_records", "domain_reputation"]).to_pylist()
+        facts = [name for name in _DOMAIN_FACTS if name in first.column_names]
+        hosts = first.select(facts).to_pylist()
         columns = encode(known)
         columns["key"] = pa.array(self.hashes(known.column(KEY).to_pylist()), pa.string())
         columns["backend"] = pa.repeat(pa.scalar(backend, pa.string()), known.num_rows)
@@ -366,6 +371,7 @@ class VerdictStore:
                 "domain": h["domain"],
                 "mx_records": json.dumps(list(h["mx_records"] or [])),
                 "domain_reputation": json.dumps(h["domain_reputation"] or {}),
+                "mx_provider": h.get("mx_provider"),
                 "checked_at": moment,
             }
             for h in hosts
@@ -397,7 +403,7 @@ class VerdictStore:
             new = statement.excluded
             self._domains_upsert = statement.on_conflict_do_update(
                 index_elements=[domains.c.domain],
-                set_={c: new[c] for c in ("mx_records", "domain_reputation", "checked_at")},
+                set_={c: new[c] for c in (*_DOMAIN_FACTS[1:], "checked_at")},
                 where=new.checked_at >= domains.c.checked_at,
             )
         return self._domains_upsert
