@@ -28,7 +28,7 @@ judgement, not this module's.
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["PLACEHOLDERS", "clean_cells", "trim_invisible"]
+__all__ = ["PLACEHOLDERS", "as_text", "clean_cells", "trim_invisible"]
 
 #: Cell values that mean "no address" (compared after trimming and lower-casing).
 PLACEHOLDERS: frozenset[str] = frozenset(
@@ -117,7 +117,7 @@ def clean_cells(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     rewriting is applied only to the cells that hold its tell-tale character (``<``, ``,``,
     ``mailto:``, ...), which keeps a million plain addresses well under a second.
     """
-    text = _trim(pc.utf8_lower(_as_text(values)))
+    text = _trim(pc.utf8_lower(as_text(values)))
     # most cells are plain addresses, which no rule changes: the rules read the others only
     other = pc.invert(pc.fill_null(pc.match_substring_regex(text, _PLAIN), True))
     if not pc.any(other).as_py():
@@ -143,7 +143,7 @@ def _read(text: pa.Array) -> pa.Array:
 
 def trim_invisible(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Text with invisible characters (whitespace, NBSP, zero-width spaces, BOMs) trimmed."""
-    return _trim(_as_text(values))
+    return _trim(as_text(values))
 
 
 def _trim(values: pa.Array) -> pa.Array:
@@ -159,7 +159,8 @@ def _rewrite(text: pa.Array, where: pa.Array, pattern: str, replacement: str) ->
     return pc.replace_with_mask(text, where, rewritten)
 
 
-def _as_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+def as_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Cells as one string array; :class:`ValueError` for cells that cannot be text (nested)."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks() if values.num_chunks else pa.array([], type=values.type)
     if pa.types.is_string(values.type):
