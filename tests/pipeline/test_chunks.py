@@ -98,6 +98,9 @@ def assert_same_as_one_run(
     for key in ("distinct", "duplicate_rows", "verified"):
         assert merged["addresses"][key] == one["addresses"][key], key
     assert merged["top_domains"] == one["top_domains"]
+    # the report's providers and suggestions are the one run's too
+    assert merged["mx_providers"] == one["mx_providers"]
+    assert merged["suggestions"] == one["suggestions"]
     assert merged["input"]["rows"] == one["input"]["rows"]
     assert merged["input"]["name"] == one["input"]["name"]
     assert merged["quality"]["passed"] is True

@@ -13,12 +13,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from listhygiene._version import __version__
+from listhygiene.pipeline.advice import TOP_SUGGESTIONS
 from listhygiene.pipeline.layout import STATUSES, status_file
 from listhygiene.pipeline.writer import Written
 
 __all__ = [
     "POLITENESS_KEYS",
     "Summary",
+    "merged_advice",
     "merged_health",
     "merged_summary",
     "run_health",
@@ -239,6 +241,7 @@ def merged_summary(
             "resumed": any((p.get("addresses") or {}).get("resumed") for p in parts),
         },
         "credits": {k: (round(v, 6) if isinstance(v, float) else v) for k, v in credits.items()},
+        **merged_advice(parts),
         "top_domains": top,
         "timings": {
             "started_at": min((s for s in starts if s), default=None),
@@ -250,6 +253,32 @@ def merged_summary(
         "verdicts": {k: int(verdicts.get(k, 0)) for k in ("reused", "verified", "changed")},
         # sessions, limits met and bans added up; the most at once to one host, the largest
         "politeness": run_politeness(*(part.get("politeness") for part in parts)),
+    }
+
+
+def merged_advice(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The chunks' ``suggestions`` and ``mx_providers`` added up, in the shape of one run's
+    (:meth:`Advice.summary <listhygiene.pipeline.advice.Advice.summary>`). Exact: a suggestion
+    belongs to a domain, and a domain to one chunk (a giant domain cut across chunks is a known
+    one, never "corrected")."""
+    pairs: Counter[tuple[str, str]] = Counter()
+    providers: Counter[str] = Counter()
+    rows = domains = 0
+    for part in parts:
+        suggestions = part.get("suggestions") or {}
+        rows += int(suggestions.get("rows", 0))
+        domains += int(suggestions.get("domains", 0))
+        for entry in suggestions.get("top") or []:
+            pairs[(entry["domain"], entry["suggested"])] += int(entry["rows"])
+        providers.update({k: int(v) for k, v in (part.get("mx_providers") or {}).items()})
+    top = sorted(pairs.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_SUGGESTIONS]
+    return {
+        "suggestions": {
+            "rows": rows,
+            "domains": domains,
+            "top": [{"domain": d, "suggested": s, "rows": n} for (d, s), n in top],
+        },
+        "mx_providers": dict(sorted(providers.items(), key=lambda kv: (-kv[1], kv[0]))),
     }
 
 
