@@ -68,6 +68,39 @@ def store(url: str) -> Iterator[VerdictStore]:
         yield opened
 
 
+def test_a_domain_keeps_its_mail_provider_when_a_later_result_does_not_know_it(
+    store: VerdictStore,
+) -> None:
+    # issue 28: a reused verdict gives mx_provider; a remote backend's results carry none, and
+    # must not erase the one a local verification found; a newer provider replaces it
+    def with_provider(address: str, provider: str | None) -> VerificationResult:
+        plain = result(address, MailboxOutcome.ACCEPTED)
+        return plain.model_copy(update={"mx_provider": provider})
+
+    def provider_of(address: str) -> object:
+        (row,) = store.fetch(pa.array([address])).to_pylist()
+        return row["mx_provider"]
+
+    store.save(
+        table(("a@acme.com", with_provider("a@acme.com", "google"))),
+        backend="local",
+        checked_at=1000.0,
+    )
+    assert provider_of("a@acme.com") == "google"
+    store.save(
+        table(("b@acme.com", with_provider("b@acme.com", None))),
+        backend="form-b",
+        checked_at=2000.0,
+    )
+    assert provider_of("a@acme.com") == provider_of("b@acme.com") == "google"
+    store.save(
+        table(("c@acme.com", with_provider("c@acme.com", "microsoft"))),
+        backend="local",
+        checked_at=3000.0,
+    )
+    assert provider_of("a@acme.com") == "microsoft"
+
+
 def test_a_saved_verdict_comes_back_whole(store: VerdictStore) -> None:
     saved = table(
         ("alice@example.com", result("alice@example.com", MailboxOutcome.ACCEPTED)),

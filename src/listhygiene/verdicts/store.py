@@ -403,7 +403,12 @@ class VerdictStore:
             new = statement.excluded
             self._domains_upsert = statement.on_conflict_do_update(
                 index_elements=[domains.c.domain],
-                set_={c: new[c] for c in (*_DOMAIN_FACTS[1:], "checked_at")},
+                set_={
+                    **{c: new[c] for c in ("mx_records", "domain_reputation", "checked_at")},
+                    # a result that does not know the provider (a remote backend's) keeps the
+                    # one a local verification found
+                    "mx_provider": sa.func.coalesce(new.mx_provider, domains.c.mx_provider),
+                },
                 where=new.checked_at >= domains.c.checked_at,
             )
         return self._domains_upsert
