@@ -1,6 +1,7 @@
 """The quality checks pass on a correct output and fail, saying what they found, on each fault."""
 
 import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -454,3 +455,62 @@ def test_a_thread_warm_up_checks_here(tmp_path: Path) -> None:
         report = check_outputs(files, expected_rows=100, summary_rows=counts(frame), worker=worker)
         assert worker.import_seconds is not None
     assert report.passed, report.as_dict()
+
+
+def test_the_warm_worker_child_imports_gx_without_what_our_checks_never_use(
+    tmp_path: Path,
+) -> None:
+    # GX imports scipy.stats and altair for one statistical expectation, and SQLAlchemy and the
+    # cloud SDKs for its optional integrations: ~2.5 s of its import, on a small run's critical
+    # path (docs/pipeline.md, "Quality checks"). The child keeps them out, and a real check
+    # through it still passes.
+    frame = output(50)
+    files, _ = write_outputs(tmp_path, frame)
+    loaded = tmp_path / "loaded.json"
+    code = (
+        "import json, sys\n"
+        "from listhygiene.pipeline.quality.worker import _serve\n"
+        "_serve()\n"
+        "real = [n for n, m in sys.modules.items() if isinstance(m, type(sys))"
+        " and type(m).__name__ != 'DeferredModule']\n"
+        f"open({str(loaded)!r}, 'w').write(json.dumps(real))\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    assert pickle.load(child.stdout)[0] == "ready"
+    options = {"expected_rows": 50, "summary_rows": counts(frame)}
+    pickle.dump((files, options), child.stdin)
+    child.stdin.flush()
+    answer, report = pickle.load(child.stdout)
+    child.stdin.close()
+    assert child.wait(timeout=60) == 0
+    child.stdout.close()
+    assert answer == "ok"
+    assert report.passed, report
+    modules = set(json.loads(loaded.read_text()))
+    assert "great_expectations" in modules
+    assert not {"scipy.stats", "altair", "sqlalchemy", "boto3", "botocore"} & modules
+
+
+def test_a_deferred_module_loads_on_first_use() -> None:
+    code = """if True:
+        import sys
+        from listhygiene.pipeline.quality.deferred import DeferredModule, defer
+        assert defer("xml.dom.minidom", "sys") == ["xml.dom.minidom"]   # sys is already there
+        from xml.dom import minidom
+        assert isinstance(minidom, DeferredModule)
+        assert "xml.dom.minicompat" not in sys.modules                 # minidom's own import
+        document = minidom.parseString("<a>b</a>")                     # the real one, now
+        assert document.documentElement.tagName == "a"
+        assert "xml.dom.minicompat" in sys.modules
+        assert not isinstance(sys.modules["xml.dom.minidom"], DeferredModule)
+        import xml.dom.minidom as again
+        assert not isinstance(again, DeferredModule)
+        print("ok")
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

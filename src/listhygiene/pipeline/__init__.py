@@ -20,55 +20,98 @@ integration import from here, never from the modules behind it. The package, lay
     layout.py              the names of the published files
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from listhygiene._lazy import on_first_use
 from listhygiene.errors import BackendError, PipelineError, QualityError, UnreachableError
-from listhygiene.pipeline.api import aclean, asubmit, clean, submit
-from listhygiene.pipeline.backends import (
-    KEY,
-    Backend,
-    JobRef,
-    WaitTimeout,
-    make_backend,
-    wait_until_done,
-)
-from listhygiene.pipeline.cancel import CancellableRun, RunCancelled, cancel_jobs, recorded_jobs
-from listhygiene.pipeline.chunks import merge_chunks, split_by_domain
-from listhygiene.pipeline.layout import (
-    CHANGED,
-    REPORT,
-    ROW_COLUMN,
-    SPLIT_MANIFEST,
-    STATUSES,
-    SUMMARY,
-    status_file,
-)
-from listhygiene.pipeline.outputs import OutputError, OutputFolder
-from listhygiene.pipeline.quality import (
-    CHECKS,
-    QualityReport,
-    QualityWorker,
-    check_outputs,
-    run_quality_checks,
-    warm_up,
-)
-from listhygiene.pipeline.result import CleanResult
-from listhygiene.pipeline.runner import Progress
-from listhygiene.pipeline.storage import ENV as STORAGE_OPTIONS_VARIABLE
-from listhygiene.pipeline.storage import parse_option, storage_options
-from listhygiene.pipeline.writeback import WriteBack, write_back
 
 if TYPE_CHECKING:
+    from listhygiene.pipeline.api import aclean, asubmit, clean, submit
+    from listhygiene.pipeline.backends import (
+        KEY,
+        Backend,
+        JobRef,
+        WaitTimeout,
+        make_backend,
+        wait_until_done,
+    )
+    from listhygiene.pipeline.cancel import CancellableRun, RunCancelled, cancel_jobs, recorded_jobs
+    from listhygiene.pipeline.chunks import merge_chunks, split_by_domain
+    from listhygiene.pipeline.layout import (
+        CHANGED,
+        REPORT,
+        ROW_COLUMN,
+        SPLIT_MANIFEST,
+        STATUSES,
+        SUMMARY,
+        status_file,
+    )
+    from listhygiene.pipeline.outputs import OutputError, OutputFolder
+    from listhygiene.pipeline.quality import (
+        CHECKS,
+        QualityReport,
+        QualityWorker,
+        check_outputs,
+        run_quality_checks,
+        warm_up,
+    )
+    from listhygiene.pipeline.result import CleanResult
+    from listhygiene.pipeline.runner import Progress
     from listhygiene.pipeline.sources import Source, SourceError, SourceInfo, open_source
+    from listhygiene.pipeline.storage import ENV as STORAGE_OPTIONS_VARIABLE
+    from listhygiene.pipeline.storage import parse_option, storage_options
+    from listhygiene.pipeline.writeback import WriteBack, write_back
 
-#: Names whose module imports pyarrow, given on first use: ``import listhygiene`` (and the CLI's
-#: start-up, tests/test_boundaries.py) stays without it.
-_ON_FIRST_USE = {
-    "Source": "listhygiene.pipeline.sources",
-    "SourceError": "listhygiene.pipeline.sources",
-    "SourceInfo": "listhygiene.pipeline.sources",
-    "open_source": "listhygiene.pipeline.sources",
-}
+#: Each name from its module on first use (``listhygiene._lazy``): importing the façade costs
+#: nothing, so ``import listhygiene``, the CLI's start-up and the quality checks' child load only
+#: what they use (tests/test_boundaries.py).
+__getattr__, __dir__ = on_first_use(
+    __name__,
+    {
+        **dict.fromkeys(["aclean", "asubmit", "clean", "submit"], "listhygiene.pipeline.api"),
+        **dict.fromkeys(
+            ["KEY", "Backend", "JobRef", "WaitTimeout", "make_backend", "wait_until_done"],
+            "listhygiene.pipeline.backends",
+        ),
+        **dict.fromkeys(
+            ["CancellableRun", "RunCancelled", "cancel_jobs", "recorded_jobs"],
+            "listhygiene.pipeline.cancel",
+        ),
+        **dict.fromkeys(["merge_chunks", "split_by_domain"], "listhygiene.pipeline.chunks"),
+        **dict.fromkeys(
+            [
+                "CHANGED",
+                "REPORT",
+                "ROW_COLUMN",
+                "SPLIT_MANIFEST",
+                "STATUSES",
+                "SUMMARY",
+                "status_file",
+            ],
+            "listhygiene.pipeline.layout",
+        ),
+        **dict.fromkeys(["OutputError", "OutputFolder"], "listhygiene.pipeline.outputs"),
+        **dict.fromkeys(
+            [
+                "CHECKS",
+                "QualityReport",
+                "QualityWorker",
+                "check_outputs",
+                "run_quality_checks",
+                "warm_up",
+            ],
+            "listhygiene.pipeline.quality",
+        ),
+        "CleanResult": "listhygiene.pipeline.result",
+        "Progress": "listhygiene.pipeline.runner",
+        "STORAGE_OPTIONS_VARIABLE": "listhygiene.pipeline.storage:ENV",
+        **dict.fromkeys(["parse_option", "storage_options"], "listhygiene.pipeline.storage"),
+        **dict.fromkeys(["WriteBack", "write_back"], "listhygiene.pipeline.writeback"),
+        **dict.fromkeys(
+            ["Source", "SourceError", "SourceInfo", "open_source"], "listhygiene.pipeline.sources"
+        ),
+    },
+)
 
 __all__ = [
     "CHANGED",
@@ -118,14 +161,3 @@ __all__ = [
     "warm_up",
     "write_back",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    import importlib
-
-    module = _ON_FIRST_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value

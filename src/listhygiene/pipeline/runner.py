@@ -142,28 +142,33 @@ class Run:
         started_at = datetime.now(UTC)
         started = time.perf_counter()
         in_process = _remote(self.out) or default_worker_kind() == "thread"  # before any work
-        source = open_source(
-            self.source, table=self.table, query=self.query, encoding=self.encoding
-        )
-        info = source.info
-        column = find_email_column(
-            source.schema, source.sample(), self.email_column, source_name=info.name
-        )
-        folder = OutputFolder(self.out)
-        folder.check_writable()
-        backend = self._backend()
-        self.memory = open_verdicts(self.verdicts_option, self.max_age, fresh=self.fresh)
-        if self.check_smtp is None:
-            self.check_smtp = backend.default_check_smtp
-        work = WorkDir.for_output(self.out)
-        resumed = work.open(self._fingerprint(info.name, column, backend))
-        if resumed:
-            log.info("resuming the run in %s (stage %s)", work.path, work.stage)
-        self.politeness_before = work.manifest.get("politeness")
-        tables = WorkTables(work)
-        # GX's import (seconds) runs meanwhile: in a child process where it can read the outputs
-        # (a local folder) unless LISTHYGIENE_QUALITY_WORKER=thread, else in a thread of this one
+        # GX's import (seconds) runs meanwhile, from the start, set-up included: in a child
+        # process where it can read the outputs (a local folder) unless
+        # LISTHYGIENE_QUALITY_WORKER=thread, else in a thread of this one
         worker = warm_up(process=not in_process)
+        try:
+            source = open_source(
+                self.source, table=self.table, query=self.query, encoding=self.encoding
+            )
+            info = source.info
+            column = find_email_column(
+                source.schema, source.sample(), self.email_column, source_name=info.name
+            )
+            folder = OutputFolder(self.out)
+            folder.check_writable()
+            backend = self._backend()
+            self.memory = open_verdicts(self.verdicts_option, self.max_age, fresh=self.fresh)
+            if self.check_smtp is None:
+                self.check_smtp = backend.default_check_smtp
+            work = WorkDir.for_output(self.out)
+            resumed = work.open(self._fingerprint(info.name, column, backend))
+            if resumed:
+                log.info("resuming the run in %s (stage %s)", work.path, work.stage)
+            self.politeness_before = work.manifest.get("politeness")
+            tables = WorkTables(work)
+        except BaseException:
+            worker.close()  # a bad input or set-up: no checks will run
+            raise
         try:
             with _timed(self.timings, "read"):
                 rows, distinct = self._read(source, column, work, tables)

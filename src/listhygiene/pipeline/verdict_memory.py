@@ -47,16 +47,18 @@ def open_verdicts(
 ) -> "RunVerdicts | None":
     """The run's verdict memory: ``verdicts`` is a store, a SQLAlchemy URL, ``"none"`` (or
     False) for none, or None for ``LISTHYGIENE_VERDICTS`` else the default store."""
-    from listhygiene.verdicts import Freshness, VerdictStore
+    from listhygiene.verdicts.freshness import Freshness
 
     freshness = Freshness.of(max_age)  # a bad max age fails before the store is opened
     if verdicts is False:
         return None
-    if isinstance(verdicts, VerdictStore):
-        return RunVerdicts(verdicts, freshness, fresh=fresh, owned=False)
     url = verdicts if verdicts is not None else os.environ.get(VERDICTS_VARIABLE)
-    if url is not None and str(url).strip().lower() == "none":
-        return None
+    if isinstance(url, str) and url.strip().lower() == "none":
+        return None  # and the store's module (SQLAlchemy) is not imported
+    from listhygiene.verdicts import VerdictStore
+
+    if isinstance(url, VerdictStore):
+        return RunVerdicts(url, freshness, fresh=fresh, owned=False)
     return RunVerdicts(VerdictStore(url or None), freshness, fresh=fresh, owned=True)
 
 

@@ -365,3 +365,38 @@ def test_txt_in_batches(tmp_path: Path) -> None:
     batches = list(source.batches(rows=100))
     assert len(batches) == 11
     assert sum(b.num_rows for b in batches) == 1050
+
+
+# -- wide files ------------------------------------------------------------------------------------
+
+
+def test_a_file_too_wide_for_pyarrow_is_read_as_pyarrow_reads_a_narrow_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pyarrow's parser reserves columns x chunk bytes; past delimited._ARROW_SPAN the chunk is
+    # parsed by Python's csv module instead, with the same rows and the same bad records.
+    from listhygiene.pipeline.sources import delimited
+
+    header = ["email", *(f"c{i}" for i in range(39))]
+    rows = [
+        ["ann@x.com", *(str(i) for i in range(39))],
+        ['"Bob, B." <bob@y.org>', *("" for _ in range(39))],
+        ["carl@z.net", "short"],  # too few fields
+        ["dan@w.io", *(str(i) for i in range(39)), "extra"],  # too many
+    ]
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows([header, *rows])
+    path = write(tmp_path / "wide.csv", buffer.getvalue())
+    narrow = open_source(path)
+    expected, expected_bad = rows_of(narrow), list(narrow.info.bad_records)
+    assert len(expected) == 4
+    assert len(expected_bad) == 2
+
+    def no_arrow(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("pyarrow's CSV parser was used")
+
+    monkeypatch.setattr(delimited, "_ARROW_SPAN", 40 * 64)  # 40 columns: only chunks < 64 bytes
+    monkeypatch.setattr(delimited.pacsv, "read_csv", no_arrow)
+    wide = open_source(path)
+    assert rows_of(wide) == expected
+    assert wide.info.bad_records == expected_bad

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any, BinaryIO
 
 from listhygiene.pipeline.quality.checks import _check_outputs_here
+from listhygiene.pipeline.quality.deferred import lighten_gx_import
 from listhygiene.pipeline.quality.results import QualityReport
 from listhygiene.pipeline.quality.suite import _import_gx, gx_missing
 
@@ -152,6 +153,7 @@ def _serve(requests: BinaryIO | None = None, answers: BinaryIO | None = None) ->
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     requests = requests or sys.stdin.buffer
     started = time.perf_counter()
+    lighten_gx_import()  # this process is ours: what GX imports for nothing stays out
     _import_gx()
     pickle.dump(("ready", time.perf_counter() - started), answers)
     answers.flush()

@@ -94,6 +94,13 @@ _DELIMITERS = ",;\t|"
 _SNIFF_LINES = 50
 _MIN_CHUNK = 256 << 10
 _MAX_CHUNK = 32 << 20
+#: Columns x chunk bytes one pyarrow parse may take. Its CSV parser sizes each column's buffers
+#: from the whole chunk (about 0.65 of its bytes a column, reserved up front), so a chunk of a
+#: wide file reserves columns x chunk: 10,000 columns reserve 10 GB of address space for a
+#: 1.5 MB file, which the service's parse cap refuses. Past this product, chunks are made
+#: narrower, and for a file too wide for even the smallest chunk, Python's csv module parses
+#: (its cost is the cells; docs/pipeline.md, "Reading").
+_ARROW_SPAN = 768 << 20
 #: A record spanning lines is not allowed past this size: it is an unterminated quote.
 _RECORD_LIMIT = MAX_LINE_BYTES
 
@@ -131,6 +138,7 @@ class CsvSource(Source):
     def batches(self, rows: int = 65_536) -> Iterator[pa.RecordBatch]:
         self.info.bad_records.clear()
         chunk = min(_MAX_CHUNK, max(_MIN_CHUNK, rows * self._bytes_per_row * 5 // 4))
+        chunk = min(chunk, max(_MIN_CHUNK, _ARROW_SPAN // len(self._names)))
         yield from rebatched_ahead(self._read(chunk, self.info.bad_records), rows, self._schema)
 
     # -- reading ---------------------------------------------------------------------------------
@@ -156,6 +164,10 @@ class CsvSource(Source):
 
     def _parse_chunk(self, chunk: bytes, at_end: bool) -> tuple[pa.Table, _Problems, int]:
         """The chunk's rows, its bad records (row index, problem, text), and the bytes used."""
+        if len(self._names) * len(chunk) > _ARROW_SPAN:  # too wide for pyarrow's parser
+            return self._parse_with_python(
+                _scan(chunk, self._delimiter), len(chunk), at_end, _Shapes(None)
+            )
         try:
             table, skipped = self._parse_with_arrow(chunk)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
