@@ -28,7 +28,7 @@ from listhygiene.service.app import create_app
 from listhygiene.service.store import Store
 from listhygiene.service.store.models import Job
 from tests.conftest import sandbox_settings, write_contacts
-from tests.service.live import LiveServer
+from tests.service.live import LiveServer, a
 
 # The services here run in the test's process, some with client time-outs of 1 s
 pytestmark = pytest.mark.usefixtures("gx_imported")
@@ -487,6 +487,21 @@ def slow_service(sandbox: Sandbox, path: Path, sync_deadline: float) -> tuple[St
     return store, app
 
 
+def warm_uploads(store: Store, url: str) -> None:
+    """Have the service read one upload (from another key), so that the next one, seconds
+    later, finds its parse machinery started: the first upload after a rest starts a forkserver
+    and its imports (docs/security.md), longer than a client's 1 s time-out on a loaded
+    machine."""
+    key, _ = store.create_key("warm-up", 10)
+    answer = httpx.post(
+        f"{url}/a/v1/verify/file",
+        headers=a(key),
+        files={"file": ("warm.csv", b"email\nalice@acme.test\n")},
+        timeout=120,
+    )
+    assert answer.status_code == 200, answer.text
+
+
 def verdicts(out: Path) -> dict[str, tuple[str, Any]]:
     frames = [pd.read_parquet(out / f"{s}.parquet") for s in STATUSES]
     rows = pd.concat([f for f in frames if len(f)])
@@ -529,6 +544,7 @@ def test_a_batch_that_times_out_on_the_client_is_not_sent_again_but_verified_in_
     store, app = slow_service(sandbox, tmp_path / "service.db", sync_deadline=20)
     with store, LiveServer(app) as url:
         key, row = store.create_key("client time-out", 100)
+        warm_uploads(store, url)  # the file job is sent with the same 1 s time-out
         settings = ClientSettings(base_url=f"{url}/a/v1", api_key=key, timeout=1)
         backend = FormABackend(settings, poll_seconds=0.1)
         result = listhygiene.clean(path, tmp_path / "out", backend=backend)

@@ -9,6 +9,13 @@ upload's temporary folder; the request then reads that file a batch at a time
 (:class:`upload.StoredRows`). A file that exhausts the child's memory or CPU kills only the child,
 and is answered 413 ``4130``; the child's memory goes back to the system when it exits.
 
+The forkserver (and multiprocessing's resource tracker beside it) is started by the first upload
+of a burst and stopped :data:`FORKSERVER_LINGER` seconds after the last one ended
+(:class:`_Forkserver`): with its imports it holds more memory than any one upload costs, and a
+server at rest does not hold it. So an upload's memory goes back when it is answered, the parse
+child's and the forkserver's; an upload after a rest pays the forkserver's start (its imports)
+again.
+
 The server processes on one machine that share a store read at most :data:`MAX_PARSES` uploads at
 once, and :data:`MAX_PARSES_PER_KEY` of one key, whatever ``--workers`` says; past either an
 upload is answered 429 ``4290`` with ``Retry-After``. The slots are lock files (``flock``) in a
@@ -27,7 +34,9 @@ import multiprocessing
 import os
 import resource
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Iterable, Iterator
+from multiprocessing import forkserver, resource_tracker
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
 from typing import Any
@@ -36,6 +45,7 @@ from listhygiene.errors import FormABadRequest, FormAFileTooLarge, FormARateLimi
 from listhygiene.service.upload import ParsedFile, ReceivedFile, StoredRows, parse_file
 
 __all__ = [
+    "FORKSERVER_LINGER",
     "MAX_PARSES",
     "MAX_PARSES_PER_KEY",
     "PARSE_CPU_SECONDS",
@@ -55,8 +65,8 @@ MAX_PARSES = 4
 MAX_PARSES_PER_KEY = 1
 #: Seconds a client is told to wait when the limits above are reached.
 RETRY_AFTER = 5
-
-_context: ForkServerContext | None = None
+#: Seconds the forkserver is kept after the last parse ended, for the next upload of a burst.
+FORKSERVER_LINGER = 5.0
 
 
 class ParseSlots:
@@ -128,10 +138,33 @@ async def parse_slot(slots: ParseSlots, key_id: str, file_name: str) -> AsyncIte
 async def parse_in_child(received: ReceivedFile) -> ParsedFile:
     """:func:`upload.parse_file` in a child process; its errors (400 ``4000``, 413 ``4130``) as
     the child found them, and 413 ``4130`` when the child ran out of memory or CPU."""
+    with _FORKSERVER.held() as context:
+        code = await _run_child(context, received)
+    name = received.file_name
+    answer = received.directory / "parsed.json"
+    if not answer.exists():
+        if code is not None and code < 0:
+            raise FormAFileTooLarge(
+                details=f"{name} needs more memory or time to read than an upload may use "
+                f"({PARSE_MEMORY >> 20} MiB, {PARSE_CPU_SECONDS} s of CPU)"
+            )
+        raise FormABadRequest(details=f"{name} cannot be read as {received.kind}")
+    result = json.loads(answer.read_text())
+    if result["status"] == 413:
+        raise FormAFileTooLarge(details=result["message"])
+    if result["status"] != 200:
+        raise FormABadRequest(details=result["message"])
+    out = received.directory / "rows.arrow"
+    return ParsedFile(result["columns"], result["email_column"], StoredRows(out, result["at"]))
+
+
+async def _run_child(context: ForkServerContext, received: ReceivedFile) -> int | None:
+    """Run :func:`_child` on ``received`` to its end; its exit code."""
     out = received.directory / "rows.arrow"
     answer = received.directory / "parsed.json"
-    process = _forkserver().Process(target=_child, args=(received, out, answer), daemon=True)
-    # The first start also starts the forkserver (it imports the readers): not on the loop.
+    process = context.Process(target=_child, args=(received, out, answer), daemon=True)
+    # The first start of a burst also starts the forkserver (it imports the readers): not on
+    # the loop.
     await asyncio.to_thread(process.start)
     loop = asyncio.get_running_loop()
     ended: asyncio.Future[None] = loop.create_future()
@@ -151,20 +184,7 @@ async def parse_in_child(received: ReceivedFile) -> ParsedFile:
         process.join(10)
         code = process.exitcode
         process.close()
-    name = received.file_name
-    if not answer.exists():
-        if code is not None and code < 0:
-            raise FormAFileTooLarge(
-                details=f"{name} needs more memory or time to read than an upload may use "
-                f"({PARSE_MEMORY >> 20} MiB, {PARSE_CPU_SECONDS} s of CPU)"
-            )
-        raise FormABadRequest(details=f"{name} cannot be read as {received.kind}")
-    result = json.loads(answer.read_text())
-    if result["status"] == 413:
-        raise FormAFileTooLarge(details=result["message"])
-    if result["status"] != 200:
-        raise FormABadRequest(details=result["message"])
-    return ParsedFile(result["columns"], result["email_column"], StoredRows(out, result["at"]))
+    return code
 
 
 def give_back_memory() -> None:
@@ -173,13 +193,68 @@ def give_back_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def _forkserver() -> ForkServerContext:
-    global _context
-    if _context is None:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([__name__])
-        _context = context
-    return _context
+class _Forkserver:
+    """multiprocessing's forkserver of this process, held while uploads are read and stopped
+    :data:`FORKSERVER_LINGER` seconds after the last one ended, with the resource tracker that
+    it starts (unless that ran before the first upload: then something else uses it).
+
+    multiprocessing keeps one forkserver a process, started on demand and never stopped but at
+    exit; its ``_stop_unlocked`` under its ``_lock`` (what its own tests use) stops it, and the
+    next start starts it again. The stop holds that lock throughout, so a start meanwhile waits
+    for it in its thread (``process.start`` runs in one), never on the event loop, which takes
+    only :attr:`_lock`, and only briefly. Where those names are missing the forkserver is kept,
+    as it was before.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held = 0
+        self._timer: threading.Timer | None = None
+        self._context: ForkServerContext | None = None
+        self._owns_tracker = False
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[ForkServerContext]:
+        """The forkserver's context, not stopped until this and every other hold end."""
+        with self._lock:
+            self._held += 1
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._context is None:
+                self._owns_tracker = getattr(resource_tracker._resource_tracker, "_fd", 0) is None
+                self._context = multiprocessing.get_context("forkserver")
+                self._context.set_forkserver_preload([__name__])
+            context = self._context
+        try:
+            yield context
+        finally:
+            with self._lock:
+                self._held -= 1
+                if not self._held:
+                    timer = threading.Timer(FORKSERVER_LINGER, self._retire)
+                    timer.daemon = True
+                    self._timer = timer
+                    timer.start()
+
+    def _retire(self) -> None:
+        server = forkserver._forkserver
+        starting: Any = getattr(server, "_lock", None)
+        if starting is None:
+            return
+        with starting:
+            with self._lock:
+                if self._held or self._timer is not threading.current_thread():
+                    return  # held again, or a newer timer's to stop it
+                self._timer = None
+            with contextlib.suppress(AttributeError, OSError):
+                getattr(server, "_stop_unlocked")()  # noqa: B009 (multiprocessing's private API)
+            if self._owns_tracker:
+                with contextlib.suppress(AttributeError, OSError):
+                    getattr(resource_tracker._resource_tracker, "_stop")()  # noqa: B009
+
+
+_FORKSERVER = _Forkserver()
 
 
 def _child(received: ReceivedFile, out: Path, answer: Path) -> None:
