@@ -278,3 +278,14 @@ def test_a_write_that_fails_in_the_writers_thread_stops_the_run(
         listhygiene.clean(source, out, backend=LocalBackend(settings), check_smtp=False)
     assert not (out / "summary.json").exists()
     assert not list(out.glob(".staging-*"))  # the staging folder went with the error
+
+
+def test_a_first_part_too_small_to_judge_keeps_parquets_default_dictionaries() -> None:
+    # A wide, short table (issue 28: 50 rows x 10,000 columns) is not counted column by column.
+    from listhygiene.pipeline.writer import _DICTIONARY_JUDGED, _dictionary_columns
+
+    def ids(rows: int) -> pa.Table:
+        return pa.table({"id": pa.array(range(rows), pa.int64()), "kind": ["a"] * rows})
+
+    assert _dictionary_columns(ids(_DICTIONARY_JUDGED - 1)) is True
+    assert _dictionary_columns(ids(_DICTIONARY_JUDGED)) == ["kind"]

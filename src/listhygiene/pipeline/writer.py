@@ -454,15 +454,23 @@ def _blank_result() -> dict[str, Any]:
     return {name: pa.scalar(row[name], schema.field(name).type) for name in names}
 
 
+#: Rows a first part needs for its columns' dictionaries to be judged (:func:`_dictionary_columns`).
+_DICTIONARY_JUDGED = 1_000
+
+
 def _dictionary_columns(rows: "pa.Table") -> list[str] | bool:
     """The Parquet columns (leaf paths) worth a dictionary, judged on the first part: those
     with at most one distinct value in two rows, and every nested one (a profile's). A column
     of unique values (an id, an email) encodes faster and smaller without one; the values read
-    back are the same either way (docs/pipeline.md, "Speed")."""
+    back are the same either way (docs/pipeline.md, "Speed"). A first part of fewer than
+    :data:`_DICTIONARY_JUDGED` rows says too little to judge by: Parquet's default (a dictionary
+    for every column) is kept, and a wide table is spared a count per column."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    if rows.num_rows < _DICTIONARY_JUDGED:
+        return True
     sink = pa.BufferOutputStream()
     try:
         pq.write_table(rows.schema.empty_table(), sink)
