@@ -514,3 +514,28 @@ def test_a_deferred_module_loads_on_first_use() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_a_child_started_early_is_the_one_the_run_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `listhygiene clean` starts the checks' child before it imports the pipeline
+    # (docs/pipeline.md, "Small lists"); the run's warm_up() takes that child.
+    from listhygiene.pipeline.quality import start_early, worker
+
+    monkeypatch.setenv(worker.WORKER_VARIABLE, "process")
+    start_early()
+    early = worker._early
+    assert early is not None
+    assert early._process is not None
+    with warm_up() as taken:
+        assert taken is early
+        assert worker._early is None
+    start_early()
+    thread_run = worker._early
+    assert thread_run is not None
+    process = thread_run._process
+    assert process is not None
+    with warm_up(process=False):  # a run that checks in its own process stops the child
+        assert process.poll() is not None
+    monkeypatch.setenv(worker.WORKER_VARIABLE, "thread")
+    start_early()
+    assert worker._early is None

@@ -171,13 +171,16 @@ def clean(
         LISTHYGIENE_API_KEY=lh_... listhygiene clean contacts.csv --out cleaned/ \\
             --backend form-b --base-url https://verify.example.com/b/v1
     """
-    from listhygiene.pipeline import clean as run_clean
-    from listhygiene.progress import ProgressBars
-
     if (write_back_url is None) != (write_back_table is None):
         raise click.UsageError("--write-back and --write-back-table go together")
     if write_back_key is not None and write_back_url is None:
         raise click.UsageError("--write-back-key needs --write-back")
+    from listhygiene.pipeline import start_early
+
+    start_early()  # GX's import begins before the pipeline's (docs/pipeline.md, "Small lists")
+    from listhygiene.pipeline import clean as run_clean
+    from listhygiene.progress import ProgressBars
+
     settings = build_settings(engine_settings)
     retry_after = parse_duration(retry_unknown_after) if retry_unknown_after else None
     if max_age is not None:

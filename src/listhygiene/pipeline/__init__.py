@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         QualityWorker,
         check_outputs,
         run_quality_checks,
+        start_early,
         warm_up,
     )
     from listhygiene.pipeline.result import CleanResult
@@ -98,6 +99,7 @@ __getattr__, __dir__ = on_first_use(
                 "QualityWorker",
                 "check_outputs",
                 "run_quality_checks",
+                "start_early",
                 "warm_up",
             ],
             "listhygiene.pipeline.quality",
@@ -154,6 +156,7 @@ __all__ = [
     "recorded_jobs",
     "run_quality_checks",
     "split_by_domain",
+    "start_early",
     "status_file",
     "storage_options",
     "submit",

@@ -34,6 +34,7 @@ from listhygiene.pipeline.quality.worker import (
     WORKER_VARIABLE,
     QualityWorker,
     default_worker_kind,
+    start_early,
     warm_up,
 )
 
@@ -56,6 +57,7 @@ __all__ = [
     "default_worker_kind",
     "gx_missing",
     "run_quality_checks",
+    "start_early",
     "status_files",
     "warm_up",
 ]

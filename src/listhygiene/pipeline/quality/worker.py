@@ -8,6 +8,7 @@ CPU (a thread would hold the GIL while it imports), and the checks then run in t
 here; ``clean`` takes the thread when :data:`WORKER_VARIABLE` says ``thread``.
 """
 
+import atexit
 import logging
 import os
 import pickle
@@ -42,6 +43,39 @@ def default_worker_kind() -> str:
     return kind
 
 
+#: The checks' child a command started ahead of its run (:func:`start_early`), until the run's
+#: :func:`warm_up` takes it.
+_early: "QualityWorker | None" = None
+
+
+def start_early() -> None:
+    """Start the checks' child now, for the run this process is about to start.
+
+    ``listhygiene clean`` calls it before it imports the pipeline, so that GX's import (a small
+    list's whole length) overlaps the command's own imports and set-up too (docs/pipeline.md,
+    "Small lists"); the run's :func:`warm_up` takes the child. A process that never runs (an
+    error before it) stops the child at exit. With :data:`WORKER_VARIABLE` set to ``thread``
+    nothing starts.
+    """
+    from listhygiene.errors import ConfigurationError
+
+    global _early
+    try:
+        kind = default_worker_kind()
+    except ConfigurationError:
+        return  # the run stops on it, as the usage error it is
+    if _early is None and kind == "process":
+        _early = QualityWorker(process=True)
+        atexit.register(_stop_early)
+
+
+def _stop_early() -> None:
+    global _early
+    early, _early = _early, None
+    if early is not None:
+        early.close()
+
+
 def warm_up(*, process: bool = True) -> "QualityWorker":
     """Start importing GX now, in the background, and return the worker that runs the checks.
 
@@ -51,8 +85,15 @@ def warm_up(*, process: bool = True) -> "QualityWorker":
     which takes the other core's time, not the run's: a thread importing GX holds the GIL for
     seconds. The child costs more memory, though (its own pandas and pyarrow:
     ~270 MiB with GX against ~140 MiB for GX in this process); ``process=False`` imports in a
-    thread and checks here. docs/pipeline.md ("Quality checks") has the figures.
+    thread and checks here. docs/pipeline.md ("Quality checks") has the figures. A child
+    started ahead by :func:`start_early` is taken (or, for a thread, stopped).
     """
+    global _early
+    early, _early = _early, None
+    if early is not None:
+        if process:
+            return early
+        early.close()
     return QualityWorker(process=process)
 
 
