@@ -8,8 +8,9 @@
 - **OpenLineage.** :func:`lineage_facts` describes the run in OpenLineage's JSON shapes: the
   input dataset (row count, empty email cells, the run's quality checks as assertions) and one
   output dataset per status file (row count, bytes). :func:`operator_lineage` turns them into
-  the provider's ``OperatorLineage`` when ``apache-airflow-providers-openlineage`` is installed,
-  else returns them as a plain :class:`Lineage` (nothing is sent then).
+  the provider's ``OperatorLineage`` of ``openlineage.client`` datasets and facets
+  (``apache-airflow-providers-openlineage``, in the ``airflow`` extra), or, where the provider
+  is not installed, returns them as a plain :class:`Lineage` (nothing is sent then).
 - **XCom.** :func:`bounded_summary`: the summary, or, past ``limit`` bytes of JSON, its counts
   and the path of ``summary.json``; rows never go to XCom.
 """
@@ -131,6 +132,8 @@ def dataset_name(location: str, *, table: str | None = None) -> tuple[str, str]:
         return "file", os.path.abspath(location)
     parts = urlsplit(location)
     scheme = parts.scheme.split("+", 1)[0]
+    if scheme == "file" and not parts.hostname:  # file:///x is the local file /x
+        return "file", parts.path
     if scheme in ("s3", "s3a", "gs", "gcs", "abfs", "az", "file"):
         return f"{scheme}://{parts.hostname or ''}", parts.path.lstrip("/") or "/"
     scheme = {"postgresql": "postgres"}.get(scheme, scheme)
@@ -139,11 +142,30 @@ def dataset_name(location: str, *, table: str | None = None) -> tuple[str, str]:
     return f"{scheme}://{parts.hostname or ''}{port}", f"{database}.{table or 'query'}"
 
 
+#: OpenLineage's severity of a quality check, by the operator's ``quality`` mode: a failing
+#: check fails the task (``error``) or is only reported (``warn``).
+_SEVERITY = {"fail": "error", "warn": "warn"}
+
+
+def _assertion(check: Mapping[str, Any], severity: str | None) -> dict[str, Any]:
+    """One quality check as an OpenLineage assertion (``dataQualityAssertions``)."""
+    assertion: dict[str, Any] = {
+        "assertion": str(check.get("name")),
+        "success": bool(check.get("passed")),
+    }
+    if severity:
+        assertion["severity"] = severity
+    if check.get("description"):
+        assertion["description"] = str(check["description"])
+    return assertion
+
+
 def lineage_facts(source: str, summary: Mapping[str, Any], *, table: str | None = None) -> Lineage:
     """The input dataset and the seven output datasets of a finished run."""
     rows = summary.get("rows", {})
     quality = summary.get("quality") or {}
     column = (summary.get("input") or {}).get("email_column") or "email"
+    severity = _SEVERITY.get(str(quality.get("mode", "")))
     namespace, name = dataset_name(source, table=table)
     inputs = [
         {
@@ -157,8 +179,7 @@ def lineage_facts(source: str, summary: Mapping[str, Any], *, table: str | None 
                 },
                 "dataQualityAssertions": {
                     "assertions": [
-                        {"assertion": str(c.get("name")), "success": bool(c.get("passed"))}
-                        for c in quality.get("checks", [])
+                        _assertion(check, severity) for check in quality.get("checks", [])
                     ]
                 },
             },
@@ -216,7 +237,8 @@ def operator_lineage(facts: Lineage) -> Any:
                     "dataQualityMetrics": DataQualityMetricsInputDatasetFacet(
                         rowCount=metrics["rowCount"],
                         columnMetrics={
-                            column: ColumnMetrics(nullCount=m["nullCount"])
+                            # quantiles=None: no empty map in the event (the default is {})
+                            column: ColumnMetrics(nullCount=m["nullCount"], quantiles=None)
                             for column, m in metrics["columnMetrics"].items()
                         },
                     ),
@@ -238,4 +260,9 @@ def operator_lineage(facts: Lineage) -> Any:
         )
         for dataset in facts.outputs
     ]
-    return OperatorLineage(inputs=inputs, outputs=outputs)
+    return OperatorLineage(
+        inputs=inputs,
+        outputs=outputs,
+        run_facets=dict(facts.run_facets),
+        job_facets=dict(facts.job_facets),
+    )

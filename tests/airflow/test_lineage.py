@@ -43,22 +43,34 @@ def test_a_templated_out_names_the_family_of_files(airflow_home: Path) -> None:
 def test_openlineage_facets_describe_the_run(
     airflow_home: Path, local_connection: Any, contacts: Path, tmp_path: Path
 ) -> None:
-    """Without the OpenLineage provider the method returns the facets as plain OpenLineage
-    JSON: the input with its row count, empty cells and quality assertions, one output per
-    status file with its rows and bytes."""
+    """The facts the method gives the OpenLineage provider (its ``OperatorLineage``; what the
+    provider emits is read in test_openlineage_provider.py), as plain OpenLineage JSON: the input
+    with its row count, empty cells and quality assertions, one output per status file with its
+    rows and bytes."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    from listhygiene_airflow.lineage import lineage_facts
+
     out = tmp_path / "out"
     task = operator(source=str(contacts), out=str(out))
     assert task.get_openlineage_facets_on_complete(None) is None  # nothing ran yet
     summary = task.execute(context={})
 
-    lineage = task.get_openlineage_facets_on_complete(None)
+    assert isinstance(task.get_openlineage_facets_on_complete(None), OperatorLineage)
+    lineage = lineage_facts(str(contacts), summary)
     (source,) = lineage.inputs
     assert (source["namespace"], source["name"]) == ("file", str(contacts))
     metrics = source["inputFacets"]["dataQualityMetrics"]
     assert metrics == {"rowCount": 4, "columnMetrics": {"email": {"nullCount": 1}}}
     assertions = source["inputFacets"]["dataQualityAssertions"]["assertions"]
     assert assertions == [
-        {"assertion": check["name"], "success": True} for check in summary["quality"]["checks"]
+        {
+            "assertion": check["name"],
+            "success": True,
+            "severity": "error",
+            "description": check["description"],
+        }
+        for check in summary["quality"]["checks"]
     ]
     assert assertions
     outputs = {Path(o["name"]).stem: o for o in lineage.outputs}
@@ -81,6 +93,7 @@ def test_database_sources_are_named_without_their_password() -> None:
         "crm.public.c",
     )
     assert dataset_name("s3://lists/2026/crm.csv") == ("s3://lists", "2026/crm.csv")
+    assert dataset_name("file:///data/crm.csv") == ("file", "/data/crm.csv")  # as a local path
 
 
 def test_the_xcom_is_bounded() -> None:
