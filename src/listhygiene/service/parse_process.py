@@ -1,6 +1,6 @@
 """Form A uploads read in a child process, with a memory and CPU cap, a few at a time.
 
-Reading a workbook can cost far more memory than its 20 MiB (openpyxl holds every shared string),
+Reading a workbook can cost far more memory than its 20 MiB (its reader holds every shared string),
 and Python rarely gives memory back to the system. So the service never reads an upload itself:
 a child process forked from a small forkserver (its imports preloaded) reads it within
 ``upload.UPLOAD_LIMITS``, under ``RLIMIT_AS`` (:data:`PARSE_MEMORY` beyond what it starts with)

@@ -65,7 +65,7 @@ MAX_ROWS = 100_000
 MAX_CELLS = 5_000_000
 MAX_TEXT_CHARS = 32 << 20
 #: What reading one uploaded workbook may cost (the pipeline's CLI keeps its own, looser bounds:
-#: ``sources.excel.CLI_LIMITS``). openpyxl holds every shared string in memory, hence their bounds.
+#: ``sources.excel.CLI_LIMITS``). A reader holds every shared string in memory, hence their bounds.
 UPLOAD_LIMITS = WorkbookLimits(
     max_inflated=512 << 20,
     max_ratio=100,

@@ -11,7 +11,7 @@ What :func:`open_source` accepts::
     kind        chosen by                    read with
     csv         .csv .tsv                    pyarrow.csv, chunked (delimited.py)
     txt         .txt                         one address per line, column ``email``
-    xlsx        .xlsx .xlsm                  openpyxl (read-only), first sheet
+    xlsx        .xlsx .xlsm                  xlsx_sheet (streamed), first sheet
     xls         .xls                         xlrd, first sheet
     parquet     .parquet .pq                 pyarrow.parquet, row group by row group
     jsonl       .jsonl .ndjson (.json)       pyarrow.json in line blocks

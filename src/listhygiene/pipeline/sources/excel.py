@@ -3,25 +3,31 @@
 PRODUCT.md fixes the rows ("For XLSX and XLS the rows are those under the header of the first
 sheet"). Cells become the text a person reads: an integer-valued number without ``.0`` (phone
 numbers and ids are stored as floats), dates in ISO 8601 (a date alone when the time is
-midnight), booleans ``TRUE``/``FALSE``, an empty cell null. Rows entirely empty are not rows,
-and empty rows above the header are skipped.
+midnight), booleans ``TRUE``/``FALSE``, an error cell its text (``#N/A``), an empty cell null.
+Rows entirely empty are not rows, and empty rows above the header are skipped.
 
 The header fixes the columns, widened by any sample row that reaches further; a later row
 reaching past them keeps its extra cells joined with ``,`` into the last column and is reported
 as a bad record, as a CSV record with too many fields would be.
 
-An XLSX is a zip of XML: it is refused before openpyxl opens it when it would inflate past
-1 GiB, or more than 100 times its compressed size (a zip bomb). A file that is not a workbook
-(random bytes, a truncated zip, a CSV renamed) is a :class:`SourceError` saying so.
+An XLSX is a zip of XML, streamed from its first worksheet's XML by
+:mod:`~listhygiene.pipeline.sources.xlsx_sheet` (the text openpyxl gave, several times faster);
+XLS is read by xlrd. An XLSX is refused before any part is parsed when it would inflate past
+1 GiB, or more than 100 times its compressed size (a zip bomb), and a part with a document type
+declaration (a DTD: entity expansion) is refused when met. A file that is not a workbook (random
+bytes, a truncated zip, a CSV renamed, XML that is not well-formed) is a :class:`SourceError`
+saying so.
 
 Those are the bounds of :data:`CLI_LIMITS`, for files a user reads on their own machine. A reader
 given other :class:`WorkbookLimits` (the service's uploads) also bounds each zip member's
-inflated size, the shared-strings part's size and string count (openpyxl holds every shared
-string in memory), the characters of one cell, and the cells and characters read in one pass
-over the sheet; past any of them it raises :class:`WorkbookTooLarge` (a :class:`SourceError`;
-the zip-bomb guard's refusals stay plain :class:`SourceError`: a file not to be read at all).
+inflated size, the shared-strings part's size and string count (every shared string is held
+in memory while the sheet is read), the characters of one cell, and the cells and characters
+read in one pass over the sheet; past any of them it raises :class:`WorkbookTooLarge` (a
+:class:`SourceError`; the zip-bomb guard's refusals stay plain :class:`SourceError`: a file not
+to be read at all).
 """
 
+import itertools
 import zipfile
 from abc import abstractmethod
 from collections.abc import Generator, Iterable, Iterator
@@ -39,7 +45,20 @@ from listhygiene.pipeline.sources.base import (
     bad_record,
     unique_names,
 )
-from listhygiene.pipeline.sources.batches import as_text, rebatch, string_schema
+from listhygiene.pipeline.sources.batches import (
+    as_text,
+    rebatch,
+    rebatched_ahead,
+    string_schema,
+)
+from listhygiene.pipeline.sources.xlsx_sheet import (
+    Package,
+    SheetRows,
+    TooManyStrings,
+    XlsxError,
+    XlsxRefused,
+    open_package,
+)
 
 __all__ = ["CLI_LIMITS", "WorkbookLimits", "WorkbookTooLarge", "XlsSource", "XlsxSource"]
 
@@ -80,7 +99,7 @@ class WorkbookTooLarge(SourceError):
 
 
 class _Workbook(Source):
-    """The first sheet of a workbook, read row by row by :meth:`_rows`."""
+    """The first sheet of a workbook, read a chunk of rows at a time by :meth:`_chunks`."""
 
     _kind: str
 
@@ -88,14 +107,15 @@ class _Workbook(Source):
         self._path = path
         self._limits = limits
         self.info = SourceInfo(kind=self._kind, name=str(path))
-        rows = self._rows()
+        chunks = self._chunks()
         try:
+            rows = itertools.chain.from_iterable(chunks)
             header = next(rows, None)
             if header is None:
                 raise SourceError(f"{path} is empty (its first sheet has no cells)")
-            sample = [row for _, row in zip(range(_SAMPLE_ROWS), rows, strict=False)]
+            sample = list(itertools.islice(rows, _SAMPLE_ROWS))
         finally:
-            rows.close()
+            chunks.close()
         width = max([len(header), *(len(row) for row in sample)])
         self._schema = string_schema(unique_names(_padded(header, width)))
         self._sample = self._table([_padded(row, width) for row in sample])
@@ -116,103 +136,120 @@ class _Workbook(Source):
 
     def batches(self, rows: int = 65_536) -> Iterator[pa.RecordBatch]:
         self.info.bad_records.clear()
-        yield from rebatch(self._read(rows, self.info.bad_records), rows, self._schema)
+        yield from rebatched_ahead(self._read(rows, self.info.bad_records), rows, self._schema)
 
     def _read(self, rows: int, bad: list[BadRecord]) -> Generator[pa.Table, None, None]:
         width = len(self._schema)
         values: list[list[str | None]] = []
         emitted = 0
-        lines = self._rows()
+        header = True
+        chunks = self._chunks()
         try:
-            next(lines, None)  # the header
-            for row in lines:
-                if len(row) > width:
-                    problem = f"expected {width} fields, found {len(row)}"
-                    bad.append(bad_record(emitted + len(values) + 1, problem, _joined(row)))
-                    row = [*row[: width - 1], _joined(row[width - 1 :])]
-                values.append(_padded(row, width))
+            for chunk in chunks:
+                if header and chunk:
+                    chunk, header = chunk[1:], False
+                if not chunk or max(map(len, chunk)) <= width:
+                    values.extend(chunk)
+                else:
+                    for row in chunk:
+                        if len(row) > width:
+                            problem = f"expected {width} fields, found {len(row)}"
+                            at = emitted + len(values) + 1
+                            bad.append(bad_record(at, problem, _joined(row)))
+                            row = [*row[: width - 1], _joined(row[width - 1 :])]
+                        values.append(row)
                 if len(values) >= rows:
                     emitted += len(values)
                     yield self._table(values)
                     values = []
         finally:
-            lines.close()
+            chunks.close()
         yield self._table(values)
 
     def _table(self, rows: list[list[str | None]]) -> pa.Table:
-        columns = list(zip(*rows, strict=True)) if rows else [()] * len(self._schema)
+        """Rows no wider than the schema as a table, a row's missing cells null."""
+        columns: list[tuple[str | None, ...]] = list(itertools.zip_longest(*rows))
+        columns += [(None,) * len(rows)] * (len(self._schema) - len(columns))
         return pa.Table.from_arrays(
-            [pa.array(list(c), pa.string()) for c in columns], schema=self._schema
+            [pa.array(c, pa.string()) for c in columns], schema=self._schema
         )
 
-    def _rows(self) -> Generator[list[str | None], None, None]:
-        """Non-empty rows of the first sheet as text, trailing empty cells dropped, within the
-        limits on cells."""
+    def _chunks(self) -> Generator[list[list[str | None]], None, None]:
+        """Non-empty rows of the first sheet as text, trailing empty cells dropped, a list of
+        them at a time, within the limits on cells."""
         limits = self._limits
-        if limits.max_cell_chars is None and limits.max_cells is None:
-            yield from self._sheet_rows()
+        if (
+            limits.max_cell_chars is None
+            and limits.max_cells is None
+            and (limits.max_text_chars is None)
+        ):
+            yield from self._sheet_chunks()
             return
         longest = limits.max_cell_chars or 0
         cells = chars = 0
-        rows = self._sheet_rows()
+        chunks = self._sheet_chunks()
         try:
-            for row in rows:
-                cells += len(row)
-                sizes = [0 if cell is None else len(cell) for cell in row]
-                chars += sum(sizes)
-                if longest and max(sizes, default=0) > longest:
-                    raise self._too_large(f"a cell longer than {longest:,} characters")
-                if limits.max_cells is not None and cells > limits.max_cells:
-                    raise self._too_large(f"more than {limits.max_cells:,} cells")
-                if limits.max_text_chars is not None and chars > limits.max_text_chars:
-                    raise self._too_large(f"more than {limits.max_text_chars:,} characters")
-                yield row
+            for chunk in chunks:
+                for row in chunk:
+                    cells += len(row)
+                    sizes = [0 if cell is None else len(cell) for cell in row]
+                    chars += sum(sizes)
+                    if longest and max(sizes, default=0) > longest:
+                        raise self._too_large(f"a cell longer than {longest:,} characters")
+                    if limits.max_cells is not None and cells > limits.max_cells:
+                        raise self._too_large(f"more than {limits.max_cells:,} cells")
+                    if limits.max_text_chars is not None and chars > limits.max_text_chars:
+                        raise self._too_large(f"more than {limits.max_text_chars:,} characters")
+                yield chunk
         finally:
-            rows.close()
+            chunks.close()
 
     def _too_large(self, what: str) -> WorkbookTooLarge:
         return WorkbookTooLarge(f"{self._path} is refused: it has {what}")
 
     @abstractmethod
-    def _sheet_rows(self) -> Generator[list[str | None], None, None]:
-        """Non-empty rows of the first sheet as text, trailing empty cells dropped."""
+    def _sheet_chunks(self) -> Generator[list[list[str | None]], None, None]:
+        """Non-empty rows of the first sheet as text, trailing empty cells dropped, a list of
+        them at a time."""
 
 
 class XlsxSource(_Workbook):
-    """An Office Open XML workbook, read with openpyxl in read-only mode."""
+    """An Office Open XML workbook, its first worksheet streamed from its XML
+    (:mod:`~listhygiene.pipeline.sources.xlsx_sheet`)."""
 
     _kind = "xlsx"
 
     def __init__(self, path: Path, limits: WorkbookLimits = CLI_LIMITS) -> None:
         _check_zip(path, limits)
+        self._package: Package | None = None  # kept from the header's read for the rows'
         super().__init__(path, limits)
 
-    def _sheet_rows(self) -> Generator[list[str | None], None, None]:
-
+    def batches(self, rows: int = 65_536) -> Iterator[pa.RecordBatch]:
         try:
-            book = _load_workbook(self._path, self._limits)
-        except WorkbookTooLarge:
-            raise
-        except Exception as exc:  # openpyxl raises whatever its parsers meet
-            raise self._invalid(exc) from None
-        try:
-            if not book.worksheets:
-                raise SourceError(f"{self._path} is empty (it has no worksheet)")
-            sheet = book.worksheets[0]
-            sheet.reset_dimensions()  # the stored dimensions may be wrong; read what is there
-            cells = sheet.iter_rows(values_only=True)
-            while True:
-                try:
-                    raw = next(cells)
-                except StopIteration:
-                    return
-                except Exception as exc:
-                    raise self._invalid(exc) from None
-                row = _text_row(raw)
-                if row:
-                    yield row
+            yield from super().batches(rows)
         finally:
-            book.close()
+            self._package = None  # the shared strings are not held past the read
+
+    def _sheet_chunks(self) -> Generator[list[list[str | None]], None, None]:
+        try:
+            archive = zipfile.ZipFile(self._path)
+        except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            raise self._invalid(exc) from None
+        with archive:
+            try:
+                if self._package is None:
+                    self._package = open_package(archive, self._limits.max_shared_strings)
+                if self._package.sheet is None:
+                    raise SourceError(f"{self._path} is empty (it has no worksheet)")
+                yield from SheetRows(archive, self._package).chunks()
+            except TooManyStrings as exc:
+                raise WorkbookTooLarge(
+                    f"{self._path} is refused: its shared strings are more than {exc.args[0]:,}"
+                ) from None
+            except XlsxRefused as exc:
+                raise SourceError(f"{self._path} is refused: {exc}") from None
+            except XlsxError as exc:
+                raise self._invalid(exc) from None
 
     def _invalid(self, exc: Exception) -> SourceError:
         return SourceError(f"{self._path} is not a valid XLSX file: {_reason(exc)}")
@@ -222,6 +259,14 @@ class XlsSource(_Workbook):
     """A legacy Excel 97-2003 workbook, read with xlrd."""
 
     _kind = "xls"
+
+    def _sheet_chunks(self) -> Generator[list[list[str | None]], None, None]:
+        rows = self._sheet_rows()
+        try:
+            while chunk := list(itertools.islice(rows, 4096)):
+                yield chunk
+        finally:
+            rows.close()
 
     def _sheet_rows(self) -> Generator[list[str | None], None, None]:
         import xlrd
@@ -238,60 +283,6 @@ class XlsSource(_Workbook):
                     yield row
         finally:
             book.release_resources()
-
-
-def _load_workbook(path: Path, limits: WorkbookLimits) -> Any:
-    """openpyxl's ``load_workbook(read_only=True, data_only=True)``, its shared strings read
-    within ``limits`` (openpyxl keeps them all in memory)."""
-    from openpyxl.reader.excel import ExcelReader
-
-    if limits.max_shared_strings is None:
-        import openpyxl
-
-        return openpyxl.load_workbook(path, read_only=True, data_only=True)
-    reader = ExcelReader(path, read_only=True, data_only=True)
-    refused: list[WorkbookTooLarge] = []
-
-    def read_strings() -> None:
-        from openpyxl.reader.excel import SHARED_STRINGS
-
-        found = reader.package.find(SHARED_STRINGS)
-        if found is not None:
-            with reader.archive.open(found.PartName[1:]) as part:
-                try:
-                    reader.shared_strings = _bounded_strings(part, path, limits)
-                except WorkbookTooLarge as exc:
-                    refused.append(exc)  # openpyxl's read() hides it in its own error
-                    raise
-
-    reader.read_strings = read_strings
-    try:
-        reader.read()
-    except Exception:
-        if refused:
-            raise refused[0] from None
-        raise
-    return reader.wb
-
-
-def _bounded_strings(part: Any, path: Path, limits: WorkbookLimits) -> list[str]:
-    """openpyxl's ``read_string_table``, refusing more than ``max_shared_strings`` strings."""
-    from openpyxl.cell.text import Text
-    from openpyxl.xml.constants import SHEET_MAIN_NS
-    from openpyxl.xml.functions import iterparse
-
-    tag = f"{{{SHEET_MAIN_NS}}}si"
-    strings: list[str] = []
-    most = limits.max_shared_strings or 0
-    for _, node in iterparse(part):
-        if node.tag == tag:
-            strings.append(Text.from_tree(node).content.replace("x005F_", ""))
-            node.clear()
-            if len(strings) > most:
-                raise WorkbookTooLarge(
-                    f"{path} is refused: its shared strings are more than {most:,}"
-                )
-    return strings
 
 
 def _check_zip(path: Path, limits: WorkbookLimits = CLI_LIMITS) -> None:

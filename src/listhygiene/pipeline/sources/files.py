@@ -3,7 +3,7 @@
 Only regular files are read: a path (after its symlinks) that is a FIFO, a device such as
 ``/dev/zero``, a socket or a directory is refused before it is opened, so nothing ever blocks on
 it or reads it forever. Readers are imported when their kind is opened: a CSV run never imports
-openpyxl.
+xlrd.
 """
 
 import os
