@@ -1,7 +1,7 @@
 """Pipeline benchmark: ``listhygiene clean --no-smtp`` on a generated CRM-like table.
 
     .venv/bin/python benchmarks/pipeline.py [--rows 1000000] [--domains 2000] [--seed 1]
-        [--input csv|parquet|postgres] [--verdicts run|none] [--cold] [--keep] [--json]
+        [--input csv|parquet|postgres|mysql] [--verdicts run|none] [--cold] [--keep] [--json]
         [--data DIR]
 
 Issue 16's targets: 1,000,000 rows in at most 10 s wall time, 10,000,000 in at most 60 s, and at
@@ -20,7 +20,9 @@ written with pyarrow: every world address once, about 30 % of the address rows r
 ``mailto:`` prefixes.
 
 ``--input parquet`` writes the same rows as Parquet, ``--input postgres`` into a table of the
-PostgreSQL database ``LISTHYGIENE_BENCH_PG`` (default the test database), both before timing.
+PostgreSQL database ``LISTHYGIENE_BENCH_PG`` (default the test database), ``--input mysql`` into
+a table of the MySQL/MariaDB database ``LISTHYGIENE_BENCH_MYSQL`` (default ``test`` on
+127.0.0.1:3306, with ``LOAD DATA LOCAL INFILE``), all before timing.
 ``--data DIR`` keeps the world, the CSV and the Parquet in a folder of ``DIR`` named by the rows,
 seed and domains, and the next run of the same size reuses them (10,000,000 rows take minutes to
 generate).
@@ -77,6 +79,8 @@ BUSY_LOAD = 1.5
 #: Where the PostgreSQL input goes (``--input postgres``).
 PG_URL = os.environ.get("LISTHYGIENE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 PG_TABLE = "listhygiene_bench_contacts"
+#: Where the MySQL/MariaDB input goes (``--input mysql``), in a table of the same name.
+MYSQL_URL = os.environ.get("LISTHYGIENE_BENCH_MYSQL", "mysql://root@127.0.0.1:3306/test")
 #: Where the benchmark keeps bytecode caches (``--cold`` does without).
 PYCACHE = (
     Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "listhygiene-bench-pycache"
@@ -338,6 +342,8 @@ def prepare_input(kind: str, csv_path: Path, tmp: Path) -> list[str]:
         path = tmp / "contacts.parquet"
         pq.write_table(table, path)
         return [str(path)]
+    if kind == "mysql":
+        return load_mysql(table, tmp)
     import psycopg
 
     with psycopg.connect(PG_URL) as conn:
@@ -351,6 +357,50 @@ def prepare_input(kind: str, csv_path: Path, tmp: Path) -> list[str]:
                 for row in zip(*(c.to_pylist() for c in batch.columns), strict=True):
                     copy.write_row(row)
     return [PG_URL, "--table", PG_TABLE]
+
+
+def load_mysql(table: pa.Table, tmp: Path) -> list[str]:
+    """The rows in a MySQL/MariaDB table (``id`` BIGINT, the rest TEXT, as in PostgreSQL), loaded
+    with ``LOAD DATA LOCAL INFILE`` from a CSV of them; the arguments that name it."""
+    import pymysql
+    from sqlalchemy.engine import make_url
+
+    url = make_url(MYSQL_URL)
+    path = tmp / "contacts-mysql.csv"
+    pacsv.write_csv(table, path, pacsv.WriteOptions(include_header=False))
+    columns = ", ".join(
+        f"`{name}` {'BIGINT' if name == 'id' else 'TEXT'}" for name in table.column_names
+    )
+    connection = pymysql.connect(
+        host=url.host or "127.0.0.1",
+        port=url.port or 3306,
+        user=url.username or "root",
+        password=url.password or "",
+        database=url.database,
+        charset="utf8mb4",
+        local_infile=True,
+    )
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP TABLE IF EXISTS {PG_TABLE}")
+            cursor.execute(
+                f"CREATE TABLE {PG_TABLE} ({columns}) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+            )
+            cursor.execute(
+                f"LOAD DATA LOCAL INFILE %s INTO TABLE {PG_TABLE} CHARACTER SET utf8mb4 "
+                "FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"' ESCAPED BY '' "
+                "LINES TERMINATED BY '\n'",
+                (str(path),),
+            )
+            cursor.execute(f"SELECT COUNT(*) FROM {PG_TABLE}")
+            (loaded,) = cursor.fetchone()
+        connection.commit()
+    finally:
+        connection.close()
+        path.unlink(missing_ok=True)
+    if loaded != table.num_rows:
+        raise RuntimeError(f"loaded {loaded} rows into MySQL, not {table.num_rows}")
+    return [MYSQL_URL, "--table", PG_TABLE]
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -678,9 +728,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--input",
-        choices=("csv", "parquet", "postgres"),
+        choices=("csv", "parquet", "postgres", "mysql"),
         default="csv",
-        help="what clean reads: the CSV, the same rows as Parquet, or as a PostgreSQL table",
+        help="what clean reads: the CSV, the same rows as Parquet, or as a PostgreSQL or a "
+        "MySQL/MariaDB table",
     )
     parser.add_argument(
         "--verdicts",

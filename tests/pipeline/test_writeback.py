@@ -133,7 +133,7 @@ def test_a_table_without_a_unique_key_is_refused_before_writing(
 @pytest.mark.parametrize(
     ("url", "key", "error", "message"),
     [
-        ("mysql://db/crm", None, ConfigurationError, "mysql is not supported"),
+        ("mssql://db/crm", None, ConfigurationError, "mssql is not supported"),
         ("not a url", None, ConfigurationError, "is not a database URL"),
         ("sqlite:///{tmp}/x.db", "customer", ConfigurationError, "'customer' is not a column"),
     ],

@@ -105,7 +105,8 @@ def parse_duration(value: str) -> float:
     "write_back_url",
     metavar="URL",
     help="After publishing, upsert the result columns into a table of this database "
-    "(SQLAlchemy URL: PostgreSQL, SQLite, DuckDB), keyed by --write-back-key or the address.",
+    "(SQLAlchemy URL: PostgreSQL, MySQL/MariaDB, SQLite, DuckDB), keyed by --write-back-key or "
+    "the address.",
 )
 @click.option("--write-back-table", metavar="NAME", help="--write-back: the table (schema.name).")
 @click.option(

@@ -3,11 +3,15 @@
 A big table is never loaded whole: rows come through ``stream_results`` / ``yield_per`` (a named
 cursor on PostgreSQL) one batch at a time. ``postgresql://`` (and Heroku's ``postgres://``)
 without a driver means psycopg 3, with a 10-second ``connect_timeout`` unless the URL sets one,
-so that a wrong host fails quickly. A table name is quoted by SQLAlchemy (``schema.table`` is
-split at the dot); a query is run as given.
+so that a wrong host fails quickly. ``mysql://`` and ``mariadb://`` without a driver mean PyMySQL
+(the ``mysql`` extra), in utf8mb4 and with the same 10-second connection timeout. A table name is
+quoted by SQLAlchemy (``schema.table`` is split at the dot; on MySQL the schema is the database);
+a query is run as given.
 
 Column types are those of the first rows (up to 1,000), as pyarrow infers them from what the
 driver returns; a column empty there, of mixed types, or holding nested values (JSON) is text.
+A MySQL ``DECIMAL(p, s)`` is ``decimal128(p, s)`` as declared (the sample's largest value would
+refuse a larger one later).
 A later value that does not fit its column's type (SQLite lets a column hold anything) becomes
 null and the row is reported as a bad record.
 
@@ -16,7 +20,10 @@ driver), four times faster than the driver's Python rows, whenever each column A
 converts to the type the sample settled on without a value changing (the same type, a wider
 integer or float, text, a timestamp in another zone); otherwise, or when ADBC cannot run the
 statement (a query ``COPY`` does not take), through the cursor as above. The schema is the same
-either way (docs/pipeline.md, "Speed").
+either way (docs/pipeline.md, "Speed"). On MySQL and MariaDB the rows come through one unbuffered
+query (PyMySQL's ``SSCursor``), parsed from the text protocol into Arrow in bulk and converted
+column by column to the sampled types exactly as the cursor's values would be
+(``sources/mysql.py``).
 
 Every error names the URL with its password masked and gives the first line of the database's
 own message; the password never appears in a message.
@@ -29,6 +36,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from listhygiene.pipeline.sources import mysql
 from listhygiene.pipeline.sources.base import BadRecord, Source, SourceError, SourceInfo, bad_record
 from listhygiene.pipeline.sources.batches import (
     conform,
@@ -72,6 +80,8 @@ class SqlSource(Source):
                 f"{self._name}: not a database SQLAlchemy can read ({exc}); "
                 "is its driver installed?"
             ) from None
+        self._mysql: tuple[Any, dict[str, Any]] | None = None
+        self._declared: list[pa.DataType | None] = []
         if (table is None) == (query is None):
             raise SourceError(
                 f"{self._name}: give exactly one of a table (--table) and a query (--query)"
@@ -85,14 +95,29 @@ class SqlSource(Source):
                 parsed, poolclass=NullPool, connect_args=_connect_args(parsed)
             )
         except (NoSuchModuleError, ImportError, ArgumentError) as exc:
-            raise SourceError(f"{self._name}: cannot use this database: {exc}") from None
+            hint = (
+                " (pip install 'listhygiene[mysql]')"
+                if parsed.get_backend_name() in mysql.BACKENDS
+                else ""
+            )
+            raise SourceError(f"{self._name}: cannot use this database: {exc}{hint}") from None
+        if parsed.get_backend_name() in mysql.BACKENDS and parsed.get_driver_name() == "pymysql":
+            self._mysql = mysql.connect_arguments(
+                self._engine.url, self._engine.dialect, _connect_args(parsed)
+            )
+            if table is not None:
+                self._statement = text(mysql.select_table(table))
         names, rows = self._first_rows(_SAMPLE_ROWS)
         if not names:
             raise SourceError(f"{self._name} is empty (the result has no columns)")
         columns = list(zip(*rows, strict=True)) if rows else [()] * len(names)
+        declared = self._declared or [None] * len(names)
         self._schema = settle_schema(
             pa.schema(
-                [pa.field(n, infer_type(list(v))) for n, v in zip(names, columns, strict=True)]
+                [
+                    pa.field(n, known or infer_type(list(v)))
+                    for n, v, known in zip(names, columns, declared, strict=True)
+                ]
             )
         )
         self._sample = self._table(rows, 0, [])
@@ -113,6 +138,9 @@ class SqlSource(Source):
     def _read(self, rows: int, bad: list[BadRecord]) -> Generator[pa.Table, None, None]:
         from sqlalchemy.exc import SQLAlchemyError
 
+        if self._mysql is not None:
+            yield from self._read_mysql(rows, bad)
+            return
         arrow = self._arrow_stream()
         if arrow is not None:
             yield from arrow
@@ -129,6 +157,32 @@ class SqlSource(Source):
                     yield table
         except SQLAlchemyError as exc:
             raise self._error(exc) from None
+
+    def _read_mysql(self, rows: int, bad: list[BadRecord]) -> Generator[pa.Table, None, None]:
+        """MySQL's rows parsed from the wire, or through the cursor where that cannot run."""
+        from pymysql.err import MySQLError
+
+        assert self._mysql is not None
+        args, params = self._mysql
+        sql = self._sql()
+        try:
+            pieces = mysql.arrow_pieces(args, params, sql, self._schema, rows, bad)
+            if pieces is None:
+                log.debug("%s: read through the cursor", self._name)
+                pieces = mysql.cursor_pieces(
+                    args, params, sql, rows, lambda part, emitted: self._table(part, emitted, bad)
+                )
+            yield from pieces
+        except (MySQLError, OSError, UnicodeDecodeError) as exc:
+            raise self._error(exc) from None
+
+    def _sql(self) -> str:
+        """The statement as the text sent to the server (a query exactly as written)."""
+        from sqlalchemy import TextClause
+
+        if isinstance(self._statement, TextClause):
+            return self._statement.text
+        return str(self._statement.compile(dialect=self._engine.dialect))
 
     def _arrow_stream(self) -> Iterator[pa.Table] | None:
         """The rows as Arrow batches over PostgreSQL's binary COPY (ADBC), cast to the
@@ -189,6 +243,16 @@ class SqlSource(Source):
     def _first_rows(self, rows: int) -> tuple[list[str], list[Sequence[Any]]]:
         from sqlalchemy.exc import SQLAlchemyError
 
+        if self._mysql is not None:
+            from pymysql.err import MySQLError
+
+            try:
+                found, head, self._declared = mysql.first_rows(*self._mysql, self._sql(), rows)
+            except (MySQLError, OSError, UnicodeDecodeError) as exc:
+                raise self._error(exc) from None
+            if found is None:
+                raise SourceError(f"{self._name}: the query returns no rows to read")
+            return found, list(head)
         try:
             with self._engine.connect() as connection:
                 result = connection.execution_options(stream_results=True, yield_per=rows).execute(
@@ -219,7 +283,15 @@ class SqlSource(Source):
 
     def _error(self, exc: BaseException) -> SourceError:
         original = getattr(exc, "orig", None) or exc
-        lines = [line.strip() for line in str(original).strip().splitlines() if line.strip()]
+        said = str(original)
+        code_and_text: tuple[Any, ...] = getattr(original, "args", ())
+        if (
+            len(code_and_text) == 2
+            and isinstance(code_and_text[0], int)
+            and isinstance(code_and_text[1], str)
+        ):  # MySQL's (code, message)
+            said = code_and_text[1]
+        lines = [line.strip() for line in said.strip().splitlines() if line.strip()]
         message = lines[0] if lines else type(original).__name__
         if self._password:
             message = message.replace(self._password, "***")
@@ -242,13 +314,23 @@ def _converts(found: pa.DataType, wanted: pa.DataType) -> bool:
 
 
 def _with_driver(url: Any) -> Any:
-    """``postgresql://`` and ``postgres://`` read with psycopg 3."""
+    """``postgresql://`` and ``postgres://`` read with psycopg 3, ``mysql://`` and
+    ``mariadb://`` with PyMySQL."""
     if url.drivername in ("postgresql", "postgres"):
         return url.set(drivername="postgresql+psycopg")
+    if url.drivername in mysql.BACKENDS:
+        return url.set(drivername=f"{url.drivername}+pymysql")
     return url
 
 
 def _connect_args(url: Any) -> dict[str, Any]:
+    if url.get_backend_name() in mysql.BACKENDS and url.get_driver_name() == "pymysql":
+        args: dict[str, Any] = {}
+        if "connect_timeout" not in url.query:
+            args["connect_timeout"] = _CONNECT_TIMEOUT
+        if "charset" not in url.query:
+            args["charset"] = "utf8mb4"
+        return args
     libpq = url.get_backend_name() == "postgresql" and url.get_driver_name() in (
         "psycopg",
         "psycopg2",
