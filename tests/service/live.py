@@ -125,9 +125,11 @@ class Server:
         self.process.wait(10)
 
     def stop(self) -> None:
+        # A graceful stop lets the job runner finish its step; on a loaded machine two servers
+        # on one PostgreSQL took more than 10 s (a hang still fails, at 60 s).
         if self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(10)
+            self.process.wait(60)
 
 
 def probed(sandbox: Sandbox) -> list[str]:
