@@ -18,6 +18,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "quality": ("great_expectations",),
     "s3": ("s3fs",),
     "warehouses": ("duckdb_engine",),
+    "mysql": ("pymysql",),
     "airflow": ("airflow",),
     "dagster": ("dagster",),
     "fleet": ("redis",),
