@@ -30,6 +30,7 @@ from listhygiene.pipeline.sources import Source, SourceError, mysql, open_source
 from listhygiene.pipeline.writeback import write_back
 from listhygiene.sandbox import Sandbox
 from tests.conftest import write_contacts
+from tests.pipeline.test_writeback import ROWS as CONTACTS
 
 MYSQL_URL = os.environ.get("LISTHYGIENE_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
 _URL = make_url(MYSQL_URL)
@@ -419,14 +420,7 @@ def test_clean_reads_a_mysql_table_end_to_end(
 
 # -- write-back ----------------------------------------------------------------------------------
 
-CONTACTS = [
-    ("1", "Ann", "info@example.com"),
-    ("2", "Bob", "BOB@Example.com "),  # the same mailbox as row 5, written differently
-    ("3", "Cy", "nobody-here@nonexistent.invalid"),
-    ("4", "Di", ""),  # no address: invalid_syntax, and no key when the key is the address
-    ("5", "Ed", "bob@example.com"),
-    ("6", "Flo", "not an address"),
-]
+# CONTACTS: the write-back tests' contacts, the same as for PostgreSQL, SQLite and DuckDB.
 
 
 @pytest.fixture(scope="module")
