@@ -355,12 +355,13 @@ def mixed(count: int, *, prefix: str = "user", gone: bool = False) -> pa.Table:
 
 
 def stored_rows(store: VerdictStore) -> list[tuple[object, ...]]:
-    """Every stored verdict as the database holds it, by key (without the previous status)."""
+    """Every stored verdict as the database holds it, by key (without the previous status and
+    the save that wrote it)."""
     import sqlalchemy as sa
 
     from listhygiene.verdicts.schema import verdicts
 
-    columns = [c for c in verdicts.c if not c.name.startswith("previous_")]
+    columns = [c for c in verdicts.c if not c.name.startswith("previous_") and c.name != "revision"]
     with store.engine.connect() as conn:
         return [tuple(r) for r in conn.execute(sa.select(*columns).order_by(verdicts.c.key))]
 

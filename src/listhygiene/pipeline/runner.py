@@ -176,6 +176,8 @@ class Run:
                 await self._verify(backend, work, tables, distinct)
                 if self.retry_unknown_after is not None:
                     await self._second_pass(backend, work, tables)
+                if self.memory is not None:
+                    self.memory.refresh_copy()  # while the outputs are written
             health = run_health(work.manifest.get("health"), backend.health)
             politeness = self._politeness(backend)
             work.set_stage("writing", health=health, politeness=politeness)
@@ -370,8 +372,10 @@ class Run:
         is submitted, so that no more than one job's addresses are held at once."""
         pending = tables.pending()
         if self.memory is not None and pending:
+            self.memory.prepare(pending)
             for addresses in tables.addresses(PENDING, _REUSE_BATCH):
                 self.memory.reuse(work, addresses, check_smtp=bool(self.check_smtp))
+            work.flush()
             pending = tables.pending()  # what the store did not answer
         self.counters["reused"] = distinct - pending
         self.counters["verified"] = pending

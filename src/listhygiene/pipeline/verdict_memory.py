@@ -7,7 +7,9 @@ Every result the backend returns is written to the store as it arrives, on a wri
 its own while the run verifies the next job (one write in flight; a failed write fails the run
 at the next write or at the report), so a killed run loses at most the write in flight. The
 stored status of each address verified again is kept in the work folder (``previous/``), so
-that the run, resumed or not, lists the rows whose address changed.
+that the run, resumed or not, lists the rows whose address changed. After the run's last save the
+same thread brings the store's column copy up to date (``verdicts/column_copy.py``), while the
+run writes its outputs.
 """
 
 import logging
@@ -128,10 +130,31 @@ class RunVerdicts:
             work.write_results(results)
         previous = stored.filter(pc.invert(reusable)).select([KEY, "status", "checked_at"])
         self._keep_previous(work, previous)
-        work.save()
+        # the reused results' part is written while the next addresses are looked up; the
+        # caller waits for it (``work.flush()``) before asking what is left to verify
+        work.save(wait=False)
         if not reused.num_rows:
             return missing
         return pc.filter(missing, pc.invert(pc.is_in(missing, value_set=reused.column(KEY))))
+
+    def prepare(self, expected: int) -> None:
+        """Before looking ``expected`` addresses up: the store's column copy made or brought up
+        to date, when that is cheaper than looking them up without it."""
+        self.store.refresh_copy(expected=expected)
+
+    def refresh_copy(self) -> None:
+        """After the run's last save: bring the store's column copy up to date on the writer
+        thread while the run writes its outputs; :meth:`close` waits for it. A copy that cannot
+        be made is logged, never fatal: the store answers without it."""
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="verdict-store")
+        self._writer.submit(self._refresh_copy)
+
+    def _refresh_copy(self) -> None:
+        try:
+            self.store.refresh_copy()
+        except Exception as exc:  # see the docstring
+            log.warning("the column copy of %s is not up to date: %s", self.store.shown, exc)
 
     def save(self, results: "pa.Table", *, backend: str) -> None:
         """Keep results as they arrive: waits for the write before (and raises its error),

@@ -6,7 +6,8 @@ store, with a version table of their own so that one database may hold both).
   checked, and the status before that.
 - ``verdict_domains``: a domain's mail hosts, reputation and mail provider as last seen (per
   domain, not per address: a million addresses share a few thousand domains), by id.
-- ``verdict_settings``: the store's own settings (the hashing key's fingerprint).
+- ``verdict_settings``: the store's own settings (the hashing key's fingerprint; on SQLite the
+  revision and generation that the column copy is checked against, ``verdicts/column_copy.py``).
 - ``verdict_disposable_hosts``: the mail hosts seen receiving for listed disposable domains, each
   with the domain (public list entries, not addresses): a host seen with two of them is a
   disposable service's, and a new throwaway domain on it is disposable (docs/engine.md, "Lists").
@@ -55,7 +56,10 @@ verdicts = sa.Table(
     sa.Column("checked_at", sa.Float(), nullable=False),
     sa.Column("previous_status", sa.SmallInteger(), nullable=True),
     sa.Column("previous_checked_at", sa.Float(), nullable=True),
+    #: SQLite: the store's write that last changed the row (migration 0004); 0 on PostgreSQL
+    sa.Column("revision", sa.Integer(), nullable=False, server_default=sa.text("0")),
     sa.Index("verdicts_checked_at", "checked_at"),
+    sa.Index("verdicts_revision", "revision"),
     # SQLite: the rows live in the key's B-tree, one seek per lookup instead of two
     sqlite_with_rowid=False,
 )

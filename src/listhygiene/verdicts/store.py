@@ -9,7 +9,9 @@ process that shares the store hashes alike. The store remembers a fingerprint of
 process with another key is refused with a clear error instead of silently reusing nothing.
 
 Everything is set-based and columnar: addresses go in and results come out as Arrow arrays.
-Lookups skip the database while the store is empty (a first cleaning); otherwise SQLite gets
+Lookups skip the database while the store is empty (a first cleaning). A SQLite store keeps a
+column copy of its verdicts (``column_copy.py``), brought up to date after each run's saves:
+lookups search it, with the rows saved since read from SQL. Without one, SQLite gets
 :data:`LOOKUP_BATCH` keys as one JSON parameter, PostgreSQL every key by ``COPY``. Writes are
 in key order: on SQLite one prepared upsert executed for every row, with a page cache for the
 key index's interior pages (:data:`SQLITE_CACHE_KIB`); on PostgreSQL CSV written by Arrow is
@@ -21,7 +23,9 @@ docs/pipeline.md, "Verdict store" and "Verdict store speed".
 
 import hashlib
 import io
+import itertools
 import json
+import logging
 import os
 import secrets
 import time
@@ -37,6 +41,13 @@ from sqlalchemy.engine import make_url
 from listhygiene.db.engine import make_engine, transaction
 from listhygiene.statuses import Status
 from listhygiene.verdicts.codes import FLAGS, STATUSES, decode, encode
+from listhygiene.verdicts.column_copy import (
+    COPY_LIMIT,
+    SUFFIX,
+    ColumnCopy,
+    digests_as_keys,
+    look_up,
+)
 from listhygiene.verdicts.schema import disposable_hosts, domains, settings, upgrade, verdicts
 
 if TYPE_CHECKING:
@@ -46,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BATCH",
+    "COPY_BUILD_RATIO",
     "LOOKUP_BATCH",
     "PEPPER_VARIABLE",
     "SQLITE_CACHE_KIB",
@@ -60,6 +72,11 @@ PEPPER_VARIABLE = "LISTHYGIENE_VERDICTS_PEPPER"
 BATCH = 500
 #: Keys per lookup query, sent as one parameter: a statement per 50,000 keys, not per 500.
 LOOKUP_BATCH = 50_000
+#: A SQLite store without a column copy gets one before a run's lookups when it holds at most
+#: this many times the addresses the run looks up (``VerdictStore.refresh_copy``).
+COPY_BUILD_RATIO = 4
+#: Rows turned into Python tuples at once when the column copy reads the table.
+_ROWS_AT_ONCE = 65_536
 #: SQLite's page cache per connection of the store, in KiB (the default is 2 MB): enough for the
 #: interior pages of the key's index up to ~10,000,000 verdicts, so that a write reads only the
 #: leaf pages its keys fall on. Writes go in key order, each leaf visited once, so a bigger
@@ -94,14 +111,24 @@ _INCOMING = "verdicts_incoming"
 _COLUMNS = ", ".join(_SAVED)
 #: The upsert's conflict clause, the same on both dialects: a newer verdict wins, and the one it
 #: replaces is kept as the previous status.
-_ON_CONFLICT = (
-    "ON CONFLICT (key) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _SAVED[1:])
+_UPDATES = (
+    ", ".join(f"{c} = excluded.{c}" for c in _SAVED[1:])
     + ", previous_status = verdicts.status, previous_checked_at = verdicts.checked_at"
-    + " WHERE excluded.checked_at >= verdicts.checked_at"
 )
+_NEWER = "WHERE excluded.checked_at >= verdicts.checked_at"
+_ON_CONFLICT = f"ON CONFLICT (key) DO UPDATE SET {_UPDATES} {_NEWER}"
+#: SQLite also numbers each save (``revision``, migration 0004): what the column copy lacks.
 _SQLITE_UPSERT = (
-    f"INSERT INTO verdicts ({_COLUMNS}) VALUES ({', '.join('?' * len(_SAVED))}) {_ON_CONFLICT}"
+    f"INSERT INTO verdicts ({_COLUMNS}, revision) VALUES ({', '.join('?' * (len(_SAVED) + 1))}) "
+    f"ON CONFLICT (key) DO UPDATE SET {_UPDATES}, revision = excluded.revision {_NEWER}"
+)
+_SQLITE_NEXT_REVISION = (
+    "INSERT INTO verdict_settings (name, value) VALUES ('revision', '1') "
+    "ON CONFLICT (name) DO UPDATE SET value = CAST(value AS INTEGER) + 1 RETURNING value"
+)
+_SQLITE_NEW_GENERATION = (
+    "INSERT INTO verdict_settings (name, value) VALUES ('generation', ?) "
+    "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
 )
 _POSTGRES_INCOMING = (
     f"CREATE TEMPORARY TABLE IF NOT EXISTS {_INCOMING} "
@@ -117,6 +144,8 @@ _POSTGRES_UPSERT = (
     f"ORDER BY key, checked_at DESC {_ON_CONFLICT}"
 )
 _DIALECTS = ("sqlite", "postgresql")
+
+log = logging.getLogger(__name__)
 
 
 def _row_type() -> "pa.DataType":
@@ -174,6 +203,12 @@ class VerdictStore:
         # the key's BLAKE2b state, copied per address: keying costs a compression per hash
         self._keyed = hashlib.blake2b(key=self._key, digest_size=16)
         self._domains_upsert: PostgresInsert | SqliteInsert | None = None
+        self._copy_path: Path | None = None
+        if self.dialect == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            database = Path(parsed.database).expanduser()
+            self._copy_path = database.with_name(database.name + SUFFIX)
+        self._copy: ColumnCopy | None = None
+        self._since_copy: ColumnCopy | None = None  # the rows saved since ``_copy``
 
     def __repr__(self) -> str:
         return f"<VerdictStore {self.shown}>"
@@ -241,6 +276,16 @@ class VerdictStore:
             out.append(digest.hexdigest())
         return out
 
+    def digests(self, addresses: Iterable[str]) -> list[bytes]:
+        """The keys of ``addresses`` as bytes (what :meth:`hashes` gives in hex)."""
+        copy = self._keyed.copy
+        out: list[bytes] = []
+        for address in addresses:
+            digest = copy()
+            digest.update(address.encode("utf-8", "surrogatepass"))
+            out.append(digest.digest())
+        return out
+
     # -- reading ---------------------------------------------------------------------------------
 
     def fetch(self, addresses: "pa.Array") -> "pa.Table":
@@ -252,29 +297,34 @@ class VerdictStore:
 
         from listhygiene.results import EXTRA_FIELDS, KEY, arrow_schema
 
-        wanted = pc.filter(addresses, pc.fill_null(pc.not_equal(addresses, ""), False))
-        hashed = pa.array([], pa.string())
+        # an address asked twice is found once
+        wanted = pc.unique(pc.filter(addresses, pc.fill_null(pc.not_equal(addresses, ""), False)))
+        at: pa.Array = pa.array([], pa.int64())  # each found row's address: its index in wanted
         column = _columns([])
         with self._errors(), self.engine.connect() as conn:
             empty = conn.execute(sa.select(verdicts.c.key).limit(1)).first() is None
-            if not empty:  # a first cleaning hashes each address once, when it is saved
+            copies = None if empty else self._current_copy(conn)
+            if copies is not None:
+                keys = digests_as_keys(self.digests(wanted.to_pylist()))
+                at, column = look_up(*copies, *keys)
+            elif not empty:  # a first cleaning hashes each address once, when it is saved
                 hashed = pa.array(self.hashes(wanted.to_pylist()), pa.string())
-                distinct = pc.unique(hashed)  # an address asked twice is found once
-                keys = pc.take(distinct, pc.sort_indices(distinct)).to_pylist()
-                column = self._lookup(conn, keys)
-            per_domain = self._domains(conn, set(column["domain_id"].to_pylist()))
+                in_order = pc.take(hashed, pc.sort_indices(hashed)).to_pylist()
+                column = self._lookup(conn, in_order)
+                at = pc.index_in(column["key"], value_set=hashed)
+            per_domain = self._domains(conn, set(pc.unique(column["domain_id"]).to_pylist()))
         schema = arrow_schema(internal=True)
         data = decode(column, schema)
         for name in EXTRA_FIELDS:  # the suggestion is the run's (pipeline/advice.py)
-            data[name] = pa.nulls(len(column["key"]), pa.string())
-        data[KEY] = pc.take(wanted, pc.index_in(column["key"], value_set=hashed))
+            data[name] = pa.nulls(len(at), pa.string())
+        data[KEY] = pc.take(wanted, at)
         data["email"] = data[KEY]
         ids = pa.array(sorted(per_domain), pa.int64())
-        at = pc.index_in(column["domain_id"], value_set=ids)
+        domain_at = pc.index_in(column["domain_id"], value_set=ids)
         for index, name in enumerate(_DOMAIN_FACTS):
             kind = schema.field(name).type
             shared = pa.array([per_domain[i][index] for i in ids.to_pylist()], kind)
-            data[name] = pc.take(shared, at)
+            data[name] = pc.take(shared, domain_at)
         fields = [pa.field(KEY, pa.string()), *schema]
         table = pa.table({f.name: data[f.name] for f in fields}, schema=pa.schema(fields))
         return table.append_column("checked_at", pa.array(column["checked_at"], pa.float64()))
@@ -297,6 +347,108 @@ class VerdictStore:
         finally:
             cursor.close()
         return _columns(rows)
+
+    # -- the column copy (column_copy.py) ------------------------------------------------------
+
+    def _counters(self, conn: sa.Connection) -> tuple[int, str | None]:
+        """The store's revision (its saves so far) and generation (None before any copy)."""
+        names = sa.select(settings.c.name, settings.c.value).where(
+            settings.c.name.in_(("revision", "generation"))
+        )
+        found = dict(conn.execute(names).all())
+        return int(found.get("revision", 0)), found.get("generation")
+
+    def _current_copy(self, conn: sa.Connection) -> "tuple[ColumnCopy, ColumnCopy] | None":
+        """The column copy this store's lookups may use and the rows saved since it was made,
+        or None (not SQLite, no copy, or one of another generation)."""
+        if self._copy_path is None:
+            return None
+        revision, generation = self._counters(conn)
+        copy = self._copy
+        if copy is None or copy.generation != generation or copy.revision > revision:
+            copy = ColumnCopy.open(self._copy_path)  # another process's may have replaced it
+            if copy is None or copy.generation != generation or copy.revision > revision:
+                self._copy = self._since_copy = None
+                return None
+            self._copy, self._since_copy = copy, None
+        since = self._since_copy
+        if since is None or since.revision != revision:
+            rows = self._rows(conn, after=copy.revision, upto=revision)
+            since = ColumnCopy.from_rows(rows, revision=revision, generation=copy.generation)
+            self._since_copy = since
+        return copy, since
+
+    def _rows(self, conn: sa.Connection, *, after: int, upto: int) -> dict[str, "pa.Array"]:
+        """The stored columns of the verdicts saved in revisions ``after`` (excluded) to
+        ``upto``: through the revision's index when it is a few, by one pass over the table
+        when it is all of them."""
+        import pyarrow as pa
+
+        table = "verdicts NOT INDEXED" if after < 0 else "verdicts"
+        sql = f"SELECT {', '.join(_FETCHED)} FROM {table} WHERE revision > ? AND revision <= ?"
+        parts: list[dict[str, pa.Array]] = []
+        cursor = _cursor(conn)
+        try:
+            cursor.execute(sql, (after, upto))
+            # a part at a time: a million rows as Python tuples would hold ~300 MB at once
+            while rows := cursor.fetchmany(_ROWS_AT_ONCE):
+                parts.append(_columns(rows))
+        finally:
+            cursor.close()
+        if not parts:
+            return _columns([])
+        return {name: pa.concat_arrays([part[name] for part in parts]) for name in _FETCHED}
+
+    def refresh_copy(self, *, expected: int | None = None) -> None:
+        """Bring the column copy up to date with the store (a SQLite file's; nothing else has
+        one): the rows saved since it was made replace its own. With ``expected``, the number
+        of addresses a run is about to look up, a store without a usable copy (none yet, or of
+        another generation) gets one made from the whole table when that table is at most
+        :data:`COPY_BUILD_RATIO` times bigger: one pass over it costs about what looking up as
+        many keys would. A run calls this before its lookups, and after its last save, on the
+        writer thread, without ``expected`` (``pipeline/verdict_memory.py``)."""
+        path = self._copy_path
+        if path is None:
+            return
+        with self._errors():
+            with self.engine.connect() as conn:
+                revision, generation = self._counters(conn)
+                count = conn.execute(sa.select(sa.func.count()).select_from(verdicts)).scalar_one()
+                usable = self._current_copy(conn) is not None
+            if not count or count > COPY_LIMIT:
+                path.unlink(missing_ok=True)
+                self._copy = self._since_copy = None
+                return
+            if not usable and (expected is None or count > COPY_BUILD_RATIO * expected):
+                return
+            if generation is None:
+                with transaction(self.engine, write=True) as conn:
+                    conn.execute(
+                        sa.text(_SQLITE_NEW_GENERATION.replace("?", ":g")).bindparams(
+                            g=secrets.token_hex(8)
+                        )
+                    )
+                with self.engine.connect() as conn:
+                    revision, generation = self._counters(conn)
+            assert generation is not None  # made just above
+            with self.engine.connect() as conn:
+                copies = self._current_copy(conn)
+                if copies is not None:
+                    copy, since = copies
+                    if copy.revision == revision:
+                        return
+                    fresh = copy.merged(since)
+                else:  # rows changed meanwhile have a newer revision: the next lookups add them
+                    rows = self._rows(conn, after=-1, upto=revision)
+                    fresh = ColumnCopy.from_rows(rows, revision=revision, generation=generation)
+                if self._counters(conn)[1] != generation:
+                    return  # pruned or forgotten meanwhile: the next run makes it again
+        try:
+            fresh.write(path)
+        except OSError as exc:
+            log.warning("the verdict store's column copy %s could not be written: %s", path, exc)
+            return
+        self._copy, self._since_copy = fresh, None
 
     def _domains(self, conn: sa.Connection, ids: set[int]) -> dict[int, tuple[Any, Any, Any, Any]]:
         """``{id: (domain, mx_records, domain_reputation, mx_provider)}`` of the domains
@@ -355,7 +507,8 @@ class VerdictStore:
             columns["domain_id"] = pc.take(pa.array(list(ids.values()), pa.int64()), at)
             table = pa.table({name: pc.take(columns[name], order) for name in _SAVED})
             if self.dialect == "sqlite":
-                _upsert_sqlite(conn, table)
+                revision = int(conn.exec_driver_sql(_SQLITE_NEXT_REVISION).scalar_one())
+                _upsert_sqlite(conn, table, revision)
             else:
                 _upsert_postgres(conn, table)
         return int(known.num_rows)
@@ -494,6 +647,7 @@ class VerdictStore:
                 sa.delete(verdicts).where(verdicts.c.checked_at < moment - older_than)
             ).rowcount
             conn.execute(sa.delete(domains).where(domains.c.checked_at < moment - older_than))
+            self._retire_copy(conn)
         return int(gone or 0)
 
     def forget(self, addresses: Iterable[str]) -> int:
@@ -507,7 +661,15 @@ class VerdictStore:
         with transaction(self.engine, write=True) as conn:
             for chunk in _chunks(self.hashes(cleaned), BATCH):
                 gone += conn.execute(sa.delete(verdicts).where(verdicts.c.key.in_(chunk))).rowcount
+            self._retire_copy(conn)
         return gone
+
+    def _retire_copy(self, conn: sa.Connection) -> None:
+        """A new generation: the column copy, which still holds what was deleted, is not used
+        again; the next run makes another (SQLite only: no other store has one)."""
+        if self.dialect == "sqlite":
+            conn.exec_driver_sql(_SQLITE_NEW_GENERATION, (secrets.token_hex(8),))
+        self._copy = self._since_copy = None
 
 
 def _tune_sqlite(dbapi_connection: Any, _record: Any) -> None:
@@ -573,14 +735,15 @@ def _cursor(conn: sa.Connection) -> Any:
     return dbapi.cursor()
 
 
-def _upsert_sqlite(conn: sa.Connection, table: "pa.Table") -> None:
-    """One prepared upsert executed for every row of ``table`` (columns in ``_SAVED`` order):
-    sqlite3 binds Python values only, so the rows go over as tuples."""
+def _upsert_sqlite(conn: sa.Connection, table: "pa.Table", revision: int) -> None:
+    """One prepared upsert executed for every row of ``table`` (columns in ``_SAVED`` order),
+    numbered ``revision``: sqlite3 binds Python values only, so the rows go over as tuples."""
     cursor = _cursor(conn)
     try:
         for batch in table.to_batches(max_chunksize=BATCH * 10):
             values = [column.to_pylist() for column in batch.columns]
-            cursor.executemany(_SQLITE_UPSERT, zip(*values, strict=True))
+            rows = zip(*values, itertools.repeat(revision, batch.num_rows), strict=True)
+            cursor.executemany(_SQLITE_UPSERT, rows)
     finally:
         cursor.close()
 

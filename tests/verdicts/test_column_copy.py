@@ -1,0 +1,172 @@
+"""The column copy of a SQLite verdict store (``verdicts/column_copy.py``; issue 28): lookups
+through it give what SQL gives, rows saved since it was made win, and a prune or forget retires
+it. Every test runs on a real SQLite file."""
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import sqlalchemy as sa
+
+from listhygiene.results import KEY
+from listhygiene.verdicts import VerdictStore
+from listhygiene.verdicts.column_copy import ColumnCopy
+from tests.verdicts.test_store import mixed
+
+
+def by_key(found: pa.Table) -> dict[str, dict[str, object]]:
+    return {row[KEY]: row for row in found.to_pylist()}
+
+
+def copy_path(store: VerdictStore) -> Path:
+    path = store._copy_path
+    assert path is not None
+    return path
+
+
+def looked_up_in_sql(url: str, addresses: pa.Array) -> dict[str, dict[str, object]]:
+    """What a store without a copy answers (a fresh instance, the copy's file moved away)."""
+    with VerdictStore(url) as plain:
+        path = copy_path(plain)
+        moved = path.with_name("moved-away")
+        if path.exists():
+            path.replace(moved)
+        try:
+            assert plain._current_copy(plain.engine.connect()) is None
+            return by_key(plain.fetch(addresses))
+        finally:
+            if moved.exists():
+                moved.replace(path)
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'verdicts.sqlite'}"
+
+
+def test_a_lookup_through_the_copy_gives_what_sql_gives(url: str) -> None:
+    first, later = mixed(300), mixed(120, prefix="later", gone=True)
+    asked = pa.concat_arrays(
+        [
+            first.column(KEY).combine_chunks(),
+            later.column(KEY).combine_chunks(),
+            pa.array(["nobody@example.com", "", None]),
+        ]
+    )
+    with VerdictStore(url) as store:
+        store.save(first, backend="local", checked_at=1000.0)
+        store.refresh_copy(expected=300)  # no copy yet, a store not bigger than the lookup
+        assert copy_path(store).exists()
+        # saved after the copy was made: found through the rows saved since
+        store.save(later, backend="local", checked_at=2000.0)
+        store.save(mixed(30, gone=True), backend="local", checked_at=3000.0)
+        through_copy = store.fetch(asked)
+        assert store._current_copy(store.engine.connect()) is not None
+    assert through_copy.num_rows == 420
+    expected = looked_up_in_sql(url, asked)
+    assert by_key(through_copy) == expected
+    # a newer verdict saved since the copy is the one given
+    assert expected["user1@domain1.test"]["status"] == "invalid"
+
+
+def test_a_run_brings_the_copy_up_to_date_after_its_saves(url: str) -> None:
+    with VerdictStore(url) as store:
+        store.save(mixed(50), backend="local", checked_at=1000.0)
+        store.refresh_copy(expected=50)
+        made = ColumnCopy.open(copy_path(store))
+        assert made is not None
+        assert made.table.num_rows == 50
+        store.save(mixed(20, prefix="new"), backend="local", checked_at=2000.0)
+        store.refresh_copy()  # after a run's saves: merged, not made again
+        merged = ColumnCopy.open(copy_path(store))
+    assert merged is not None
+    assert merged.table.num_rows == 70
+    assert merged.generation == made.generation
+    assert merged.revision == made.revision + 1
+    hi = merged.hi
+    assert (hi[1:] >= hi[:-1]).all()  # still in key order
+
+
+def test_no_copy_is_made_for_a_lookup_much_smaller_than_the_store(url: str) -> None:
+    with VerdictStore(url) as store:
+        store.save(mixed(100), backend="local", checked_at=1000.0)
+        store.refresh_copy(expected=10)  # 100 > 4 x 10: looking 10 keys up in SQL is cheaper
+        assert not copy_path(store).exists()
+        store.refresh_copy()  # nor after a run's saves, without one
+        assert not copy_path(store).exists()
+
+
+@pytest.mark.parametrize("how", ["forget", "prune"])
+def test_forget_and_prune_retire_the_copy(url: str, how: str) -> None:
+    # the copy still holds what they deleted: a lookup through it would bring it back
+    results = mixed(40)
+    asked = results.column(KEY).combine_chunks()
+    with VerdictStore(url) as store:
+        store.save(results, backend="local", checked_at=1000.0)
+        store.refresh_copy(expected=40)
+        assert store.fetch(asked).num_rows == 40
+        if how == "forget":
+            assert store.forget(["user3@domain3.test"]) == 1
+        else:
+            assert store.prune(older_than=60.0) == 40
+    with VerdictStore(url) as again:  # another process, the copy's file still there
+        assert copy_path(again).exists()
+        found = by_key(again.fetch(asked))
+        assert "user3@domain3.test" not in found
+        assert len(found) == (39 if how == "forget" else 0)
+        if how == "forget":
+            again.refresh_copy(expected=39)  # made again, without the forgotten address
+            remade = ColumnCopy.open(copy_path(again))
+            assert remade is not None
+            assert remade.table.num_rows == 39
+
+
+def test_a_copy_of_another_store_at_the_same_path_is_not_used(url: str, tmp_path: Path) -> None:
+    with VerdictStore(url) as store:
+        store.save(mixed(30), backend="local", checked_at=1000.0)
+        store.refresh_copy(expected=30)
+        kept = copy_path(store).read_bytes()
+    (tmp_path / "verdicts.sqlite").unlink()
+    with VerdictStore(url) as new:
+        copy_path(new).write_bytes(kept)  # left over from the store that was deleted
+        assert new.fetch(mixed(30).column(KEY).combine_chunks()).num_rows == 0
+        new.save(mixed(5), backend="local", checked_at=1000.0)
+        assert new.fetch(mixed(30).column(KEY).combine_chunks()).num_rows == 5
+
+
+def test_verdicts_kept_before_revisions_are_in_the_copy(url: str) -> None:
+    # rows of a store migrated to 0004 have revision 0, and no revision setting exists yet
+    results = mixed(25)
+    with VerdictStore(url) as store:
+        store.save(results, backend="local", checked_at=1000.0)
+        with store.engine.begin() as conn:
+            conn.execute(sa.text("UPDATE verdicts SET revision = 0"))
+            conn.execute(sa.text("DELETE FROM verdict_settings WHERE name = 'revision'"))
+        store.refresh_copy(expected=25)
+        made = ColumnCopy.open(copy_path(store))
+        assert made is not None
+        assert made.table.num_rows == 25
+        assert store.fetch(results.column(KEY).combine_chunks()).num_rows == 25
+
+
+def test_a_store_above_the_limit_has_no_copy(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import listhygiene.verdicts.store as module
+
+    with VerdictStore(url) as store:
+        store.save(mixed(30), backend="local", checked_at=1000.0)
+        store.refresh_copy(expected=30)
+        assert copy_path(store).exists()
+        monkeypatch.setattr(module, "COPY_LIMIT", 20)
+        store.refresh_copy()
+        assert not copy_path(store).exists()
+        assert store.fetch(mixed(30).column(KEY).combine_chunks()).num_rows == 30
+
+
+def test_a_broken_copy_is_not_used(url: str, caplog: pytest.LogCaptureFixture) -> None:
+    results = mixed(30)
+    with VerdictStore(url) as store:
+        store.save(results, backend="local", checked_at=1000.0)
+        copy_path(store).write_bytes(b"not an arrow file")
+    with VerdictStore(url) as again:
+        assert again.fetch(results.column(KEY).combine_chunks()).num_rows == 30
+    assert "column copy" in caplog.text
