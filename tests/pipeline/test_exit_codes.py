@@ -241,6 +241,7 @@ def test_unreachable_port_25_exits_6_and_publishes_only_when_accepted(
     assert failed.returncode == 6, failed.stderr
     line = one_error_line(failed.stderr)
     assert "6 of 7 domains could not be reached" in line
+    assert "`listhygiene doctor` checks this machine" in line  # what to run next
     assert "--accept-unreachable" in line
     error = json.loads(failed.stdout)["error"]
     assert error["kind"] == "unreachable"

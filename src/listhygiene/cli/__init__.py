@@ -9,6 +9,7 @@ import click
 
 from listhygiene._version import __version__
 from listhygiene.cli.clean import clean
+from listhygiene.cli.doctor import doctor
 from listhygiene.cli.explain import explain
 from listhygiene.cli.keys import keys
 from listhygiene.cli.receive import receive_webhooks
@@ -30,6 +31,7 @@ def main(verbose: int) -> None:
 
 
 main.add_command(clean)
+main.add_command(doctor)
 main.add_command(explain)
 main.add_command(keys)
 main.add_command(receive_webhooks)

@@ -50,13 +50,14 @@ class RunHealth:
             return (
                 f"{self.domains_unreachable} of {self.domains_probed} domains could not be "
                 "reached on the SMTP port: outbound port 25 is probably blocked on this network "
-                "(use --socks-proxy, or run from a host that may send mail); their results are "
-                "unknown, not invalid"
+                "(`listhygiene doctor` checks this machine; use --socks-proxy, or run from a host "
+                "that may send mail); their results are unknown, not invalid"
             )
         if self.domains_blocked / self.domains_probed >= UNREACHABLE_SHARE:
             return (
                 f"{self.domains_blocked} of {self.domains_probed} domains refused this machine "
-                "by policy: its IP address is probably on blocklists; results are unknown"
+                "by policy: its IP address is probably on blocklists (`listhygiene doctor` "
+                "checks this machine); results are unknown"
             )
         return None
 

@@ -4,7 +4,8 @@ Every name the world does not know is NXDOMAIN; a known name without the asked t
 answer with the zone's SOA (so resolvers can cache the negative answer); a domain set to
 ``servfail`` or ``timeout`` answers so, or not at all; one with ``dns_latency_ms`` answers that
 much later (without holding up other answers). Blocklist zones answer ``127.0.0.2`` for a listed
-address, as DNSBLs do.
+address, as DNSBLs do; the reverse zone answers the world's PTR records. A world with an
+``nxdomain_answer`` is a lying resolver: unknown names answer that address instead of NXDOMAIN.
 """
 
 import asyncio
@@ -33,6 +34,8 @@ __all__ = ["DnsServer", "Zone"]
 _SOA_TEMPLATE = "ns.{apex}. hostmaster.{apex}. 1 3600 600 86400 {minimum}"
 #: The TXT text a blocklist zone returns for a listed address.
 DNSBL_TXT = "Listed by the listhygiene sandbox"
+#: The apex of the reverse zone of the world's ``ptr`` records.
+REVERSE_APEX = "in-addr.arpa"
 
 
 @dataclass
@@ -90,6 +93,15 @@ class Zone:
                 owner = ".".join(reversed(str(listed_ip).split("."))) + "." + zone
                 self._add(owner, "A", 300, ["127.0.0.2"])
                 self._add(owner, "TXT", 300, [f'"{DNSBL_TXT}"'])
+        if world.ptr:
+            self._node(REVERSE_APEX).soa = self._rrset(
+                REVERSE_APEX, "SOA", 300, [_SOA_TEMPLATE.format(apex=REVERSE_APEX, minimum=300)]
+            )
+        for address, name in world.ptr.items():
+            owner = ".".join(reversed(address.split("."))) + "." + REVERSE_APEX
+            self._add(owner, "PTR", 300, [name + "."])
+        #: What a lying resolver answers for a name that does not exist (None: NXDOMAIN).
+        self._nxdomain_answer = world.nxdomain_answer
         #: Every name with a node below it: a name that is not a node but is one of these exists
         #: (an empty non-terminal: no data, RFC 8020), any other is NXDOMAIN. A set, so that a
         #: query for an unknown name costs the same in a world of 10 domains or of 100,000.
@@ -159,6 +171,13 @@ class Zone:
         if (zone is not None and zone.failure == "nxdomain") or (
             node is None and not self._has_descendants(name)
         ):
+            if self._nxdomain_answer is not None:  # a lying resolver: the name "exists"
+                response.flags &= ~dns.flags.AA
+                if question.rdtype == dns.rdatatype.A:
+                    response.answer.append(
+                        self._rrset(name.to_text(True), "A", 60, [self._nxdomain_answer])
+                    )
+                return response
             response.set_rcode(dns.rcode.NXDOMAIN)
             response.authority.extend(soa)  # RFC 2308: lets resolvers cache the denial
             return response

@@ -182,6 +182,8 @@ class _Handler:
         responses: list[str],
     ) -> list[str]:
         session.host_name = hostname
+        if self.host.spec.ehlo_names_client and session.peer:  # as Gmail's EHLO reply does
+            responses = [f"{responses[0]} at your service, [{session.peer[0]}]", *responses[1:]]
         extra = ["250-ENHANCEDSTATUSCODES"]
         if self.host.spec.pipelining:
             extra.append("250-PIPELINING")

@@ -153,6 +153,9 @@ class HostSpec(_Spec):
     strict_pipelining: bool = False
     #: MAIL before STARTTLS is refused (530 5.7.0); needs ``starttls``.
     require_tls: bool = False
+    #: The EHLO reply names the client's address as Gmail's does ("250-<banner_name> at your
+    #: service, [127.0.0.1]"): how ``listhygiene doctor`` learns the address mail hosts see.
+    ehlo_names_client: bool = False
 
     @field_validator("require_tls")
     @classmethod
@@ -249,6 +252,31 @@ class World(_Spec):
     dnsbl: dict[str, list[str]] = {}
     #: Big providers, by a name of the user's choice (not a DNS name, so not normalised).
     providers: dict[str, ProviderSpec] = {}
+    #: The reverse zone (``in-addr.arpa``): IPv4 address -> the name of its PTR record.
+    ptr: dict[str, HostName] = {}
+    #: A resolver that lies: every name the world does not know answers ``A`` with this IPv4
+    #: address instead of NXDOMAIN (other types: no data), as a resolver that sends typos to a
+    #: search page does.
+    nxdomain_answer: str | None = None
+
+    @field_validator("ptr", mode="before")
+    @classmethod
+    def _reverse_zone(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        out: dict[str, str] = {}
+        for key, name in value.items():
+            if not isinstance(key, str) or not _is_ipv4(key):
+                raise ValueError(f"{key!r} is not an IPv4 address (the reverse zone's keys)")
+            out[str(ipaddress.IPv4Address(key))] = normalise_name(name)
+        return out
+
+    @field_validator("nxdomain_answer")
+    @classmethod
+    def _an_address(cls, value: str | None) -> str | None:
+        if value is not None and not _is_ipv4(value):
+            raise ValueError(f"{value!r} is not an IPv4 address")
+        return value
 
     @field_validator("domains", "hosts", "dnsbl", mode="before")
     @classmethod
