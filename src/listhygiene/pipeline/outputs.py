@@ -113,6 +113,11 @@ class OutputFolder:
                 name,
             )
 
+    def copy(self, name: str, to: str) -> None:
+        """Copy the staged file ``name`` to the staged file ``to``."""
+        with self._errors(f"write {to}"):
+            self.fs.copy_file(self.staged(name), self.staged(to))
+
     def staged(self, name: str) -> str:
         return f"{self.staging}/{name}"
 

@@ -106,7 +106,7 @@ def write_outputs(
         if inputs is not None:
             inputs.finish()
         files.tally()
-        if not files.writers:  # no rows at all: empty files with the input's columns
+        if written.schema is None:  # no rows at all: empty files with the input's columns
             result_schema = arrow_schema(internal=True)
             empty_inputs = (
                 source.schema.empty_table()
@@ -121,8 +121,6 @@ def write_outputs(
                 },
                 extra_columns,
             ).schema
-            for status in STATUSES:
-                files.writers[status] = folder.writer(f"{status}.parquet", written.schema)
         if changed_file:
             if CHANGED not in files.writers:
                 files.writers[CHANGED] = folder.writer(CHANGED, _changed_schema(written.schema))
@@ -220,6 +218,10 @@ class _StatusFiles:
             row, addresses = row.take(order), addresses.take(order)
             found, inputs = found.take(order), inputs.take(order)
         columns = _result_columns(self.profiles.select(self.shared), index, found, addresses)
+        if "evidence_at" in self.extra_columns:  # the address's own (verdicts/evidence.py)
+            columns["evidence_at"] = _flat(found.column("evidence_at")).cast(
+                pa.timestamp("us", tz="UTC")
+            )
         if "suggestion" in self.extra_columns:
             columns["suggestion"] = written.advice.suggestion(
                 columns["email"], self.suggested, index
@@ -228,10 +230,6 @@ class _StatusFiles:
         if written.schema is None:
             written.schema = rows.schema
             self.dictionary = _dictionary_columns(rows)
-            for status in STATUSES:
-                self.writers[status] = self.folder.writer(
-                    f"{status}.parquet", rows.schema, use_dictionary=self.dictionary
-                )
         rows = rows.cast(written.schema)
         changed = changed_file and "previous_status" in found.column_names
         self.wait()
@@ -249,6 +247,10 @@ class _StatusFiles:
         for code, count in enumerate(counts):
             if count:
                 name = STATUSES[code]
+                if name not in self.writers:  # a file is opened at its first rows
+                    self.writers[name] = self.folder.writer(
+                        f"{name}.parquet", rows.schema, use_dictionary=self.dictionary
+                    )
                 self.writers[name].write_table(rows.slice(start, count))
                 numbers = pa.table([row.slice(start, count)], schema=self.numbers_schema)
                 self.numbers[name].write_table(numbers)
@@ -263,6 +265,21 @@ class _StatusFiles:
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.result()
+
+    def _empty_files(self) -> None:
+        """The files of the statuses no row has: one written, the others its copies (the
+        same schema makes the same bytes; a writer's set-up and footer cost ~0.1 s each at
+        10,000 columns, docs/pipeline.md "Speed")."""
+        schema = self.written.schema
+        if schema is None:
+            return
+        empty = [s for s in STATUSES if s not in self.writers]
+        if not empty:
+            return
+        first = f"{empty[0]}.parquet"
+        self.folder.writer(first, schema, use_dictionary=self.dictionary).close()
+        for status in empty[1:]:
+            self.folder.copy(first, f"{status}.parquet")
 
     def tally(self) -> None:
         """The summary's counts from the rows written per profile: a profile is one status,
@@ -294,6 +311,8 @@ class _StatusFiles:
         try:
             self.wait()
             failed = False
+            if not quiet:
+                self._empty_files()
         except Exception:
             if not quiet:
                 raise
@@ -450,7 +469,7 @@ def _blank_result() -> dict[str, Any]:
     row = VerificationResult.from_facts("", Facts(syntax_valid=False)).to_row(internal=True)
     row["credits_used"] = 0
     schema = arrow_schema(internal=True)
-    names = (*FORM_A_FIELDS, "mx_provider")
+    names = (*FORM_A_FIELDS, "mx_provider", "evidence", "complained", "unsubscribed")
     return {name: pa.scalar(row[name], schema.field(name).type) for name in names}
 
 

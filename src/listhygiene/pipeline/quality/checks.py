@@ -8,7 +8,7 @@ failing check never raises; only misuse does.
 
 import time
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from listhygiene.pipeline.quality.ledger import _RowLedger
 from listhygiene.pipeline.quality.messages import (
@@ -60,7 +60,8 @@ def _check_outputs_here(
         return _skipped(missing)
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be 1 or more, not {batch_rows}")
-    file_rows = {name: _footer_rows(path, filesystem) for name, path in files.items()}
+    opened: dict[str, Any] = {}  # each file opened once (reading.py, _footer_rows)
+    file_rows = {name: _footer_rows(path, filesystem, opened) for name, path in files.items()}
     counts = _counts_frame(file_rows, summary_rows)
     batches = _rebatched(
         (
@@ -70,6 +71,7 @@ def _check_outputs_here(
                 filesystem,
                 (row_numbers or {}).get(name),
                 batch_rows,
+                opened,
             )
             for name, path in files.items()
         ),

@@ -110,12 +110,19 @@ def _open(path: str, filesystem: "pyarrow.fs.FileSystem | None") -> Any:
     return pq.ParquetFile(filesystem.open_input_file(source) if filesystem is not None else source)
 
 
-def _footer_rows(path: str, filesystem: "pyarrow.fs.FileSystem | None") -> int | None:
-    """The file's row count from its footer; None when the file is not there."""
+def _footer_rows(
+    path: str, filesystem: "pyarrow.fs.FileSystem | None", opened: dict[str, Any] | None = None
+) -> int | None:
+    """The file's row count from its footer; None when the file is not there. The opened file
+    is kept in ``opened`` for :func:`_file_batches`: opening costs ~8 µs a column in pyarrow's
+    Python (0.08 s a file of 10,000 columns)."""
     try:
-        return int(_open(path, filesystem).metadata.num_rows)
+        parquet = _open(path, filesystem)
     except FileNotFoundError:
         return None
+    if opened is not None:
+        opened[path] = parquet
+    return int(parquet.metadata.num_rows)
 
 
 def _file_batches(
@@ -124,13 +131,15 @@ def _file_batches(
     filesystem: "pyarrow.fs.FileSystem | None",
     numbers: Any,
     batch_rows: int,
+    opened: dict[str, Any] | None = None,
 ) -> "Iterator[pa.Table]":
     """The rows of one file as tables of the checked columns (``_row``, ``_file``, ``status``,
-    ``score`` and ``email`` when the file has one), at most ``batch_rows`` rows each."""
+    ``score`` and ``email`` when the file has one), at most ``batch_rows`` rows each; the file
+    taken from ``opened`` when :func:`_footer_rows` opened it."""
     import pyarrow as pa
 
     try:
-        parquet = _open(path, filesystem)
+        parquet = opened.pop(path) if opened and path in opened else _open(path, filesystem)
     except FileNotFoundError:
         return
     schema = parquet.schema_arrow

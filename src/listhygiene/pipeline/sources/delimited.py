@@ -325,10 +325,14 @@ class CsvSource(Source):
         return f"expected {len(self._names)} fields, found {found}"
 
     def _rows_table(self, rows: list[list[str | None]]) -> pa.Table:
-        columns = list(zip(*rows, strict=True)) if rows else [()] * len(self._names)
-        return pa.Table.from_arrays(
-            [pa.array(list(values), pa.string()) for values in columns], schema=self._schema
-        )
+        """The rows as columns: one Arrow array of every cell, column after column, sliced
+        (an array per column cost 37 µs each: 0.4 s a chunk at 10,000 columns)."""
+        if not rows:
+            return self._schema.empty_table()
+        count = len(rows)
+        cells = pa.array(list(itertools.chain.from_iterable(zip(*rows, strict=True))), pa.string())
+        columns = [cells.slice(i * count, count) for i in range(len(self._names))]
+        return pa.Table.from_arrays(columns, schema=self._schema)
 
 
 class TxtSource(Source):
