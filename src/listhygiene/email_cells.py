@@ -162,7 +162,12 @@ def _rewrite(text: pa.Array, where: pa.Array, pattern: str, replacement: str) ->
 def as_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Cells as one string array; :class:`ValueError` for cells that cannot be text (nested)."""
     if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks() if values.num_chunks else pa.array([], type=values.type)
+        if values.num_chunks == 1:  # no copy (a table of 10,000 columns asks 10,000 times)
+            values = values.chunk(0)
+        elif values.num_chunks:
+            values = values.combine_chunks()
+        else:
+            values = pa.array([], type=values.type)
     if pa.types.is_string(values.type):
         return values
     if pa.types.is_null(values.type):
