@@ -1,8 +1,8 @@
 """Pipeline benchmark: ``listhygiene clean --no-smtp`` on a generated CRM-like table.
 
     .venv/bin/python benchmarks/pipeline.py [--rows 1000000] [--domains 2000] [--seed 1]
-        [--input csv|parquet|postgres|mysql] [--verdicts run|none] [--cold] [--keep] [--json]
-        [--data DIR]
+        [--input csv|parquet|postgres|mysql|snowflake] [--verdicts run|none] [--cold] [--keep]
+        [--json] [--data DIR]
 
 Issue 16's targets: 1,000,000 rows in at most 10 s wall time, 10,000,000 in at most 60 s, and at
 most 1 GiB of peak memory of the whole process tree at both sizes, on 2 cores, quality checks on
@@ -22,7 +22,12 @@ written with pyarrow: every world address once, about 30 % of the address rows r
 ``--input parquet`` writes the same rows as Parquet, ``--input postgres`` into a table of the
 PostgreSQL database ``LISTHYGIENE_BENCH_PG`` (default the test database), ``--input mysql`` into
 a table of the MySQL/MariaDB database ``LISTHYGIENE_BENCH_MYSQL`` (default ``test`` on
-127.0.0.1:3306, with ``LOAD DATA LOCAL INFILE``), all before timing.
+127.0.0.1:3306, with ``LOAD DATA LOCAL INFILE``), ``--input snowflake`` into a table of
+fakesnow's Snowflake emulator, started as a server on a free port for the run
+(``tests/pipeline/fakesnow_server.py``, the tests' own; the rows loaded into its DuckDB from the
+Parquet), all before timing. The emulator answers a query with its whole result in one response,
+where Snowflake sends chunks: its figures measure the connector's Arrow path and the emulator,
+not a warehouse.
 ``--data DIR`` keeps the world, the CSV and the Parquet in a folder of ``DIR`` named by the rows,
 seed and domains, and the next run of the same size reuses them (10,000,000 rows take minutes to
 generate).
@@ -344,6 +349,8 @@ def prepare_input(kind: str, csv_path: Path, tmp: Path) -> list[str]:
         return [str(path)]
     if kind == "mysql":
         return load_mysql(table, tmp)
+    if kind == "snowflake":
+        return load_snowflake(table, tmp)
     import psycopg
 
     with psycopg.connect(PG_URL) as conn:
@@ -401,6 +408,27 @@ def load_mysql(table: pa.Table, tmp: Path) -> list[str]:
     if loaded != table.num_rows:
         raise RuntimeError(f"loaded {loaded} rows into MySQL, not {table.num_rows}")
     return [MYSQL_URL, "--table", PG_TABLE]
+
+
+def load_snowflake(table: pa.Table, tmp: Path) -> list[str]:
+    """fakesnow's server on a free port, the rows loaded into it from Parquet (its columns in
+    upper case, as Snowflake names unquoted ones), until this process exits; the arguments that
+    name the table."""
+    import atexit
+    import importlib.util
+
+    path = tmp / "contacts-snowflake.parquet"
+    pq.write_table(table, path)
+    script = Path(__file__).resolve().parent.parent / "tests/pipeline/fakesnow_server.py"
+    spec = importlib.util.spec_from_file_location("fakesnow_server", script)
+    assert spec is not None
+    assert spec.loader is not None
+    fakesnow_server = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fakesnow_server)
+    server, port = fakesnow_server.start("bench", f"crm.public.{PG_TABLE}={path}")
+    atexit.register(server.terminate)
+    url = f"snowflake://bench:bench@fakesnow/crm/public?host=127.0.0.1&port={port}&protocol=http"
+    return [url, "--table", PG_TABLE]
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -728,10 +756,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--input",
-        choices=("csv", "parquet", "postgres", "mysql"),
+        choices=("csv", "parquet", "postgres", "mysql", "snowflake"),
         default="csv",
-        help="what clean reads: the CSV, the same rows as Parquet, or as a PostgreSQL or a "
-        "MySQL/MariaDB table",
+        help="what clean reads: the CSV, the same rows as Parquet, or as a PostgreSQL, a "
+        "MySQL/MariaDB or a Snowflake table (fakesnow's emulator)",
     )
     parser.add_argument(
         "--verdicts",

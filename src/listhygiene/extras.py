@@ -19,6 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "s3": ("s3fs",),
     "warehouses": ("duckdb_engine",),
     "mysql": ("pymysql",),
+    "snowflake": ("snowflake.connector",),
     "airflow": ("airflow",),
     "dagster": ("dagster",),
     "fleet": ("redis",),

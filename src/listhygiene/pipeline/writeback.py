@@ -20,11 +20,22 @@ back"). Each batch is one transaction.
   and scores are ``DOUBLE``; an existing table must be of an engine with transactions (InnoDB),
   or a batch cut short would stay half-written.
 
-PostgreSQL, SQLite and DuckDB speak the same upsert, MySQL and MariaDB their own; another
-dialect is refused up front.
+- On Snowflake (``snowflake://``: its connector, the ``snowflake`` extra, no SQLAlchemy
+  dialect) a batch is one transaction of ``UPDATE … FROM (VALUES …)`` and ``INSERT … SELECT …
+  WHERE NOT EXISTS`` statements of up to 1 MB (Snowflake's limit on query text), the values
+  cast to the columns' types; names are written as Snowflake stores unquoted ones (``status``
+  is ``STATUS``), and a result column whose name an input column has, case aside, is
+  ``result_<name>``. Snowflake enforces no key, so none is asked of an existing table: rows
+  are matched on the key column itself.
+
+PostgreSQL, SQLite and DuckDB speak the same upsert, MySQL and MariaDB their own, Snowflake
+the pair above; another dialect is refused up front.
 """
 
+import contextlib
+import datetime as dt
 import json
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +43,8 @@ from typing import TYPE_CHECKING, Any
 from listhygiene.errors import ConfigurationError, StorageError, first_line
 from listhygiene.pipeline.layout import STATUSES, status_file
 from listhygiene.pipeline.outputs import OutputFolder
+from listhygiene.pipeline.sources import snowflake
+from listhygiene.pipeline.sources.snowflake import identifier, is_snowflake_url, stored_name
 from listhygiene.pipeline.writer import result_names
 from listhygiene.results import FORM_A_FIELDS
 
@@ -52,6 +65,10 @@ MYSQL_KEY_CHARACTERS = 768
 #: The longest multi-row INSERT sent to MySQL (its max_allowed_packet is 16 MiB by default,
 #: 4 MiB on old servers).
 MYSQL_STATEMENT_BYTES = 1 << 20
+#: The longest statement sent to Snowflake (its documented limit on query text, 1 MB), and the
+#: most rows one VALUES list may hold there.
+SNOWFLAKE_STATEMENT_BYTES = 1 << 20
+SNOWFLAKE_VALUES_ROWS = 16_384
 _CONNECT_TIMEOUT = 10
 
 _BATCH_ROWS = 10_000
@@ -105,13 +122,16 @@ def write_back(
             f"write-back key {key_column!r} is not a column of the outputs in {out}"
         )
     columns = [names[f] for f in FORM_A_FIELDS if names[f] != key_column]
+    batches = _rows(files, folder, key_column, columns, batch_rows)
+    if is_snowflake_url(url):
+        return _write_back_snowflake(url, table, key_column, schema, columns, batches)
     engine = _engine(url)
     try:
         with engine.begin() as conn:
             target = _prepare_table(conn, table, key_column, schema, columns)
         written = skipped = 0
         statement = _upsert(engine, table, key_column, columns)
-        for rows, without_key in _rows(files, folder, key_column, columns, batch_rows):
+        for rows, without_key in batches:
             skipped += without_key
             if rows:
                 with engine.begin() as conn:
@@ -386,6 +406,199 @@ def _upsert_mysql(
         size += len(text) + 1
     if values:
         run(head + ",".join(values) + tail)
+
+
+def _write_back_snowflake(
+    url: str,
+    table: str,
+    key: str,
+    schema: "pa.Schema",
+    columns: list[str],
+    batches: Iterator[tuple[list[dict[str, Any]], int]],
+) -> WriteBack:
+    """The upsert on Snowflake, through its connector: each batch in one transaction, as
+    ``UPDATE … FROM (VALUES …)`` then ``INSERT … SELECT … WHERE NOT EXISTS`` statements of up to
+    :data:`SNOWFLAKE_STATEMENT_BYTES`."""
+    try:
+        arguments, _, password = snowflake.connection_arguments(url)
+        target = snowflake.table_name(table)
+    except ValueError as exc:
+        raise ConfigurationError(f"write-back: {exc}") from None
+    try:
+        from snowflake.connector.errors import Error, ProgrammingError
+    except ImportError:
+        raise ConfigurationError(
+            "write-back: no driver for snowflake (install listhygiene[snowflake])"
+        ) from None
+    names = _snowflake_names(schema, key, columns)
+    written = skipped = 0
+    connection = None
+    try:
+        connection = snowflake.connect(arguments)
+        cursor = connection.cursor()
+        _prepare_snowflake(cursor, table, target, schema, names, ProgrammingError)
+        types = [_snowflake_type(schema.field(c).type) for c in names]
+        statements = _SnowflakeUpsert(target, list(names.values()), types)
+        for rows, without_key in batches:
+            skipped += without_key
+            if not rows:
+                continue
+            cursor.execute("BEGIN")
+            try:
+                for values in statements.chunks(rows):
+                    cursor.execute(statements.update(values))
+                    cursor.execute(statements.insert(values))
+                cursor.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(Error):  # a connection gone takes its transaction
+                    cursor.execute("ROLLBACK")
+                raise
+            written += len(rows)
+    except Error as exc:
+        raise StorageError(
+            f"write-back to {table}: {snowflake.error_text(exc, password)}"
+        ) from None
+    finally:
+        if connection is not None:
+            connection.close()
+    return WriteBack(table, key, written, skipped, tuple(list(names.values())[1:]))
+
+
+def _snowflake_names(schema: "pa.Schema", key: str, columns: list[str]) -> dict[str, str]:
+    """The key and each result column, and the name it is written under: ``result_<name>``
+    for a result column that an input column's name matches case aside (``email`` beside an
+    input ``EMAIL``), as the outputs name it where the case matches too. Snowflake takes
+    unquoted names in any case for one name, so writing ``email`` into the table the input
+    came from would overwrite its ``EMAIL``."""
+    inputs = {stored_name(n) for n in schema.names if n not in columns}
+    names = {key: key}
+    for column in columns:
+        names[column] = f"result_{column}" if stored_name(column) in inputs else column
+    return names
+
+
+def _prepare_snowflake(
+    cursor: Any,
+    table: str,
+    target: str,
+    schema: "pa.Schema",
+    names: dict[str, str],
+    missing: type[Exception],
+) -> None:
+    """Create the table (the key its primary key), or check that it has the key column and add
+    the result columns it lacks. Snowflake enforces no primary key or unique constraint, and
+    the upsert does not need one: it matches rows on the key column itself."""
+    key = next(iter(names))
+    try:
+        cursor.execute(f"SELECT * FROM {target} LIMIT 0")
+    except missing as exc:
+        if getattr(exc, "errno", None) != _SNOWFLAKE_NO_SUCH_OBJECT:
+            raise
+        definitions = [
+            f"{identifier(name)} {_snowflake_type(schema.field(column).type)}"
+            + (" PRIMARY KEY" if column == key else "")
+            for column, name in names.items()
+        ]
+        cursor.execute(f"CREATE TABLE IF NOT EXISTS {target} ({', '.join(definitions)})")
+        return
+    existing = {column[0] for column in cursor.description}
+    if stored_name(key) not in existing:
+        raise ConfigurationError(f"write-back: table {table} has no column {key!r}")
+    for column, name in names.items():
+        if stored_name(name) not in existing:
+            sql_type = _snowflake_type(schema.field(column).type)
+            cursor.execute(f"ALTER TABLE {target} ADD COLUMN {identifier(name)} {sql_type}")
+
+
+#: Snowflake's "does not exist or not authorized".
+_SNOWFLAKE_NO_SUCH_OBJECT = 2003
+
+
+def _snowflake_type(arrow_type: "pa.DataType") -> str:
+    import pyarrow as pa
+
+    if pa.types.is_boolean(arrow_type):
+        return "BOOLEAN"
+    if pa.types.is_integer(arrow_type):
+        return "NUMBER(38, 0)"
+    if pa.types.is_floating(arrow_type):
+        return "FLOAT"
+    if pa.types.is_decimal(arrow_type) and arrow_type.precision <= 38:
+        return f"NUMBER({arrow_type.precision}, {arrow_type.scale})"
+    if pa.types.is_date(arrow_type):
+        return "DATE"
+    if pa.types.is_timestamp(arrow_type):
+        return "TIMESTAMP_NTZ" if arrow_type.tz is None else "TIMESTAMP_TZ"
+    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
+        return "BINARY"
+    return "VARCHAR"
+
+
+class _SnowflakeUpsert:
+    """The statements of one chunk of rows: the rows as a ``VALUES`` list, each column cast to
+    its type and named, updating the rows whose key is there, then inserting the others."""
+
+    def __init__(self, target: str, names: list[str], types: list[str]) -> None:
+        self._target = target
+        self._quoted = [identifier(n) for n in names]
+        key = self._quoted[0]
+        typed = enumerate(zip(self._quoted, types, strict=True), start=1)
+        columns = ", ".join(f"column{i}::{t} AS {q}" for i, (q, t) in typed)
+        self._source = (f"(SELECT {columns} FROM VALUES ", ") AS s")
+        updates = ", ".join(f"{q} = s.{q}" for q in self._quoted[1:])
+        self._update = (f"UPDATE {target} AS t SET {updates} FROM ", f" WHERE t.{key} = s.{key}")
+        self._insert = (
+            f"INSERT INTO {target} ({', '.join(self._quoted)}) "
+            f"SELECT {', '.join(f's.{q}' for q in self._quoted)} FROM ",
+            f" WHERE NOT EXISTS (SELECT 1 FROM {target} AS t WHERE t.{key} = s.{key})",
+        )
+        self._room = (
+            SNOWFLAKE_STATEMENT_BYTES
+            - max(len("".join(self._update)), len("".join(self._insert)))
+            - len("".join(self._source))
+        )
+
+    def chunks(self, rows: list[dict[str, Any]]) -> Iterator[str]:
+        """The rows as ``VALUES`` lists that keep each statement within its limits."""
+        values: list[str] = []
+        size = 0
+        for row in rows:
+            text = "(" + ",".join([_snowflake_literal(v) for v in row.values()]) + ")"
+            full = size + len(text.encode()) > self._room or len(values) >= SNOWFLAKE_VALUES_ROWS
+            if values and full:
+                yield ",".join(values)
+                values, size = [], 0
+            values.append(text)
+            size += len(text.encode()) + 1
+        if values:
+            yield ",".join(values)
+
+    def update(self, values: str) -> str:
+        return self._update[0] + self._source[0] + values + self._source[1] + self._update[1]
+
+    def insert(self, values: str) -> str:
+        return self._insert[0] + self._source[0] + values + self._source[1] + self._insert[1]
+
+
+def _snowflake_literal(value: Any) -> str:
+    """A value as a Snowflake literal (cast to its column's type by the ``VALUES`` list's
+    ``SELECT``)."""
+    if value is None:
+        return "NULL"
+    if value is True or value is False:
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    if isinstance(value, bytes):
+        text = value.hex()  # BINARY_INPUT_FORMAT's default, HEX
+    elif isinstance(value, dt.date | dt.datetime):
+        text = value.isoformat()
+    else:  # text, a NaN, a decimal
+        text = str(value)
+    # backslashes are escapes in Snowflake's strings
+    return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _rows(

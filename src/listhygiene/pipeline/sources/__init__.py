@@ -17,6 +17,7 @@ What :func:`open_source` accepts::
     jsonl       .jsonl .ndjson (.json)       pyarrow.json in line blocks
     (any file)  an fsspec URL (s3://...)     a local copy, as above (remote.py)
     sql         a SQLAlchemy URL             a server-side cursor; ``table=`` or ``query=``
+    sql         snowflake://...              the connector's Arrow batches (snowflake.py)
     dataframe   a pandas DataFrame, an Arrow table
 
 Errors are :class:`SourceError` (a ``ValueError``) and name the input: the path, or the URL with
@@ -111,6 +112,10 @@ def open_source(
                 raise SourceError(f"{text}: table= and query= apply to database URLs only")
             return open_remote(text, kind, encoding)
     if kind == "sql" or (kind is None and _URL.match(text) and not text.startswith("file://")):
+        from listhygiene.pipeline.sources.snowflake import SnowflakeSource, is_snowflake_url
+
+        if is_snowflake_url(text):  # the connector itself, not SQLAlchemy
+            return SnowflakeSource(text, table=table, query=query)
         from listhygiene.pipeline.sources.sql import SqlSource
 
         return SqlSource(text, table=table, query=query)

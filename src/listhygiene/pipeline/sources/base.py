@@ -24,6 +24,7 @@ __all__ = [
     "SourceInfo",
     "bad_record",
     "line_too_long",
+    "mask_url",
     "unique_names",
 ]
 
@@ -132,3 +133,13 @@ def unique_names(raw: Sequence[object]) -> list[str]:
         taken.add(name)
         names.append(name)
     return names
+
+
+def mask_url(url: str) -> str:
+    """A database URL that could not be parsed, with anything like a password hidden."""
+    head, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    user = credentials.split(":", 1)[0]
+    return f"{head}://{user}:***@{host}" if ":" in credentials else url

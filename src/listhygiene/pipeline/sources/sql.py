@@ -37,7 +37,14 @@ from typing import Any
 import pyarrow as pa
 
 from listhygiene.pipeline.sources import mysql
-from listhygiene.pipeline.sources.base import BadRecord, Source, SourceError, SourceInfo, bad_record
+from listhygiene.pipeline.sources.base import (
+    BadRecord,
+    Source,
+    SourceError,
+    SourceInfo,
+    bad_record,
+    mask_url,
+)
 from listhygiene.pipeline.sources.batches import (
     conform,
     infer_type,
@@ -67,7 +74,7 @@ class SqlSource(Source):
         try:
             given = make_url(url)
         except ArgumentError:
-            raise SourceError(f"{_mask(url)} is not a database URL") from None
+            raise SourceError(f"{mask_url(url)} is not a database URL") from None
         parsed = _with_driver(given)
         self._url = parsed
         self._name = given.render_as_string(hide_password=True)
@@ -361,13 +368,3 @@ def _select_table(table: str, name: str) -> Any:
         raise SourceError(f"{name}: {table!r} is not a table name (name or schema.name)")
     schema = parts[0] if len(parts) == 2 else None
     return select(literal_column("*")).select_from(table_clause(parts[-1], schema=schema))
-
-
-def _mask(url: str) -> str:
-    """A URL SQLAlchemy could not parse, with anything like a password hidden."""
-    head, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url
-    credentials, _, host = rest.rpartition("@")
-    user = credentials.split(":", 1)[0]
-    return f"{head}://{user}:***@{host}" if ":" in credentials else url
