@@ -1,6 +1,7 @@
 """Example definitions: the CRM export of ``sample_data/`` as a contact list, and a folder of
 exports partitioned by file with a sensor that picks up each new one, and a nightly schedule
-of the CRM export that reuses the verdict store (verifying only what is new or stale).
+of the CRM export that reuses the verdict store (verifying only what is new or stale), and an
+hourly load of the email service's feedback into that store.
 
     dagster dev -f dagster_defs/definitions.py
 
@@ -28,6 +29,7 @@ from listhygiene_dagster import (
     VerificationBackendResource,
     build_email_hygiene_assets,
     build_export_sensor,
+    build_feedback_asset,
     export_files,
 )
 
@@ -49,6 +51,22 @@ crm_nightly = dg.ScheduleDefinition(
     execution_timezone="UTC",
 )
 
+# What the email service reported (docs/feedback.md), loaded into the same verdict store every
+# hour: the next cleaning applies it. The sample exports stand in for the service's.
+FEEDBACK_FILES = [
+    str(ROOT / "sample_data" / f"feedback_{shape}.json")
+    for shape in ("sendgrid", "mailgun", "ses", "postmark")
+]
+feedback = build_feedback_asset(
+    name="feedback_events", files=FEEDBACK_FILES, verdicts_resource_key="verdict_store"
+)
+feedback_hourly = dg.ScheduleDefinition(
+    name="feedback_hourly",
+    target=dg.AssetSelection.assets(feedback),
+    cron_schedule="15 * * * *",
+    execution_timezone="UTC",
+)
+
 # A folder of exports: one partition per file, added by the sensor when the file lands.
 exports_partitions = export_files("crm_exports")
 exports = build_email_hygiene_assets(
@@ -66,9 +84,9 @@ new_export_sensor = build_export_sensor(
 )
 
 defs = dg.Definitions(
-    assets=[*crm, *exports],
+    assets=[*crm, *exports, feedback],
     sensors=[new_export_sensor],
-    schedules=[crm_nightly],
+    schedules=[crm_nightly, feedback_hourly],
     resources={
         "contact_source": ContactSourceResource(path=str(ROOT / "sample_data" / "crm_export.csv")),
         "exports_source": ContactSourceResource(path=str(EXPORTS)),

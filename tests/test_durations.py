@@ -35,3 +35,20 @@ def test_a_non_duration_is_refused_naming_it(text: str) -> None:
         parse_duration(text)
     with pytest.raises(click.BadParameter):
         option_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (12.4, "12 s"),
+        (95, "1 min 35 s"),
+        (600, "10 min"),
+        (2193.5, "37 min"),
+        (7800, "2 h 10 min"),
+        (90000, "1 d 1 h"),
+    ],
+)
+def test_a_duration_is_written_back_in_its_two_largest_units(seconds: float, text: str) -> None:
+    from listhygiene.durations import format_duration
+
+    assert format_duration(seconds) == text

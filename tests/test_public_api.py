@@ -20,6 +20,7 @@ PUBLIC = [
     "Engine",
     "EngineOptions",
     "EngineSettings",
+    "Estimate",
     "FormBStatus",
     "InputError",
     "InsufficientCreditsError",
@@ -38,6 +39,7 @@ PUBLIC = [
     "arrow_schema",
     "asubmit",
     "clean",
+    "estimate",
     "submit",
     "verify",
     "verify_many",
@@ -92,6 +94,27 @@ def test_the_entry_points_spell_out_their_options(function: typing.Any) -> None:
     assert typing.get_args(last.annotation) == (EngineOptions,)
     assert parameters["quality"].default == "fail"
     assert parameters["backend"].default == "local"
+
+
+#: What ``estimate()`` takes besides ``source``: ``clean()``'s options that change what a run
+#: reads, verifies and reuses (no output folder, nothing of the run's own).
+ESTIMATE_OPTIONS = [
+    n
+    for n in OPTIONS
+    if n
+    not in ("quality", "retry_unknown_after", "accept_unreachable", "progress", "extra_columns")
+]
+
+
+def test_estimate_spells_out_clean_s_options_that_apply() -> None:
+    parameters = inspect.signature(listhygiene.estimate).parameters
+    names = list(parameters)
+    assert names[0] == "source"
+    assert names[1:-1] == ESTIMATE_OPTIONS
+    assert all(parameters[n].kind is inspect.Parameter.KEYWORD_ONLY for n in ESTIMATE_OPTIONS)
+    assert typing.get_args(parameters[names[-1]].annotation) == (EngineOptions,)
+    clean = inspect.signature(listhygiene.clean).parameters
+    assert all(parameters[n].default == clean[n].default for n in ESTIMATE_OPTIONS)
 
 
 def test_the_engine_options_are_the_engine_settings() -> None:

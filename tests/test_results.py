@@ -194,12 +194,16 @@ def test_arrow_schema_and_table() -> None:
     row = table.to_pylist()[0]
     assert row["domain_reputation"]["mx_ip"] == "127.1.0.9"
     internal = to_arrow([disposable_but_accepted()], internal=True)
-    assert internal.schema.names[-5:] == [
+    assert internal.schema.names[-9:] == [
         "dns",
         "mailbox",
         "undetermined_reason",
         "suggestion",
         "mx_provider",
+        "evidence",
+        "evidence_at",
+        "complained",
+        "unsubscribed",
     ]
     assert schema.names == list(FORM_A_FIELDS)  # the extra columns only in the internal one
     assert internal.column("mailbox").to_pylist() == ["accepted"]

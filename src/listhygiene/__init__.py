@@ -28,7 +28,7 @@ from listhygiene.statuses import FormBStatus, Reason, Status
 
 if TYPE_CHECKING:
     from listhygiene.engine import Engine, EngineOptions, EngineSettings, verify, verify_many
-    from listhygiene.pipeline import CleanResult, aclean, asubmit, clean, submit
+    from listhygiene.pipeline import CleanResult, Estimate, aclean, asubmit, clean, estimate, submit
     from listhygiene.results import DomainReputation, VerificationResult, arrow_schema
 
 __getattr__, __dir__ = on_first_use(
@@ -39,7 +39,8 @@ __getattr__, __dir__ = on_first_use(
             "listhygiene.engine",
         ),
         **dict.fromkeys(
-            ["CleanResult", "aclean", "asubmit", "clean", "submit"], "listhygiene.pipeline"
+            ["CleanResult", "Estimate", "aclean", "asubmit", "clean", "estimate", "submit"],
+            "listhygiene.pipeline",
         ),
         **dict.fromkeys(
             ["DomainReputation", "VerificationResult", "arrow_schema"], "listhygiene.results"
@@ -56,6 +57,7 @@ __all__ = [
     "Engine",
     "EngineOptions",
     "EngineSettings",
+    "Estimate",
     "FormBStatus",
     "InputError",
     "InsufficientCreditsError",
@@ -74,6 +76,7 @@ __all__ = [
     "arrow_schema",
     "asubmit",
     "clean",
+    "estimate",
     "submit",
     "verify",
     "verify_many",

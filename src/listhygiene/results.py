@@ -7,6 +7,7 @@ view of it: the form A dict, the form A batch item, the form B dict, a JSON line
 """
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,6 +16,7 @@ from listhygiene.statuses import (
     FORM_B_SCORES,
     VALID_WITHOUT_SMTP_SCORE,
     DnsOutcome,
+    Evidence,
     Facts,
     FormBStatus,
     MailboxOutcome,
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
+    "EVIDENCE_FIELDS",
     "EXTRA_FIELDS",
     "FORM_A_BATCH_FIELDS",
     "FORM_A_FIELDS",
@@ -35,7 +38,9 @@ __all__ = [
     "DomainReputation",
     "VerificationResult",
     "arrow_schema",
+    "evidence_fields",
     "extra_fields",
+    "no_evidence",
     "results_table",
     "to_arrow",
 ]
@@ -83,6 +88,12 @@ class VerificationResult(BaseModel):
     #: Who runs the domain's mail, from its MX host names (``google``, ``microsoft``,
     #: ``self_hosted``, ``other``, ...; engine/providers.py); None without a mail host.
     mx_provider: str | None = None
+    # What mail sent to the address taught (PRODUCT.md, "Feedback"; verdicts/evidence.py): the
+    # evidence that stands and when it came; complaints and unsubscriptions are flags only.
+    evidence: Evidence = Evidence.NONE
+    evidence_at: datetime | None = None
+    complained: bool = False
+    unsubscribed: bool = False
 
     @classmethod
     def from_facts(
@@ -212,6 +223,11 @@ class VerificationResult(BaseModel):
         return result.model_copy(update=update) if update else result
 
     def form_b_status(self) -> tuple[FormBStatus, Reason | None]:
+        # feedback overrides what the mail server said (PRODUCT.md, "Feedback")
+        if self.reason is Reason.BOUNCED:
+            return FormBStatus.INVALID, Reason.BOUNCED
+        if self.evidence is Evidence.ENGAGED and self.status is Status.VALID:
+            return FormBStatus.VALID, None
         return form_b_status(self.facts)
 
     def to_form_b(self) -> dict[str, Any]:
@@ -264,6 +280,10 @@ class VerificationResult(BaseModel):
                 ),
                 suggestion=self.suggestion,
                 mx_provider=self.mx_provider,
+                evidence=self.evidence.value,
+                evidence_at=self.evidence_at,
+                complained=self.complained,
+                unsubscribed=self.unsubscribed,
             )
         return row
 
@@ -303,7 +323,10 @@ INTERNAL_FIELDS: tuple[str, ...] = ("dns", "mailbox", "undetermined_reason")
 #: Columns the pipeline writes after form A's only when asked (``--columns``,
 #: ``extra_columns=``; docs/results.md, "Extra columns").
 EXTRA_FIELDS: tuple[str, ...] = ("suggestion", "mx_provider")
-_ALL_FIELDS = frozenset(FORM_A_FIELDS + INTERNAL_FIELDS + EXTRA_FIELDS)
+#: What feedback taught (PRODUCT.md, "Feedback"): written after form A's columns when the run's
+#: verdict store holds feedback events (docs/feedback.md).
+EVIDENCE_FIELDS: tuple[str, ...] = ("evidence", "evidence_at", "complained", "unsubscribed")
+_ALL_FIELDS = frozenset(FORM_A_FIELDS + INTERNAL_FIELDS + EXTRA_FIELDS + EVIDENCE_FIELDS)
 
 
 def _infer_dns(status: Status, reason: Reason | None) -> DnsOutcome:
@@ -400,7 +423,8 @@ def arrow_schema(*, internal: bool = False) -> "pa.Schema":
     """The explicit Arrow schema of result columns, in form A's order.
 
     ``internal`` adds the DNS and mailbox facts, which the pipeline keeps in its own state files
-    so that a resumed run can rebuild full results, and the :data:`EXTRA_FIELDS`.
+    so that a resumed run can rebuild full results, the :data:`EXTRA_FIELDS` and the
+    :data:`EVIDENCE_FIELDS`.
     """
     import pyarrow as pa
 
@@ -438,8 +462,21 @@ def arrow_schema(*, internal: bool = False) -> "pa.Schema":
             pa.field("mailbox", pa.string(), nullable=False),
             pa.field("undetermined_reason", pa.string(), nullable=True),
             *extra_fields(),
+            *evidence_fields(),
         ]
     return pa.schema(fields)
+
+
+def evidence_fields() -> "list[pa.Field]":
+    """The Arrow fields of :data:`EVIDENCE_FIELDS`."""
+    import pyarrow as pa
+
+    return [
+        pa.field("evidence", pa.string(), nullable=False),
+        pa.field("evidence_at", pa.timestamp("us", tz="UTC"), nullable=True),
+        pa.field("complained", pa.bool_(), nullable=False),
+        pa.field("unsubscribed", pa.bool_(), nullable=False),
+    ]
 
 
 def extra_fields() -> "list[pa.Field]":
@@ -447,6 +484,18 @@ def extra_fields() -> "list[pa.Field]":
     import pyarrow as pa
 
     return [pa.field(name, pa.string(), nullable=True) for name in EXTRA_FIELDS]
+
+
+def no_evidence(rows: int) -> "dict[str, pa.Array]":
+    """The :data:`EVIDENCE_FIELDS` of ``rows`` results that no feedback touched."""
+    import pyarrow as pa
+
+    return {
+        "evidence": pa.repeat(pa.scalar(Evidence.NONE.value), rows),
+        "evidence_at": pa.nulls(rows, pa.timestamp("us", tz="UTC")),
+        "complained": pa.repeat(pa.scalar(False), rows),
+        "unsubscribed": pa.repeat(pa.scalar(False), rows),
+    }
 
 
 def to_arrow(results: Iterable[VerificationResult], *, internal: bool = False) -> "pa.Table":

@@ -65,6 +65,17 @@ class Reason(StrEnum):
     CATCH_ALL = "catch_all"
     MAILBOX_FULL = "mailbox_full"
     ROLE_ACCOUNT = "role_account"
+    #: Not a row of the table: a hard bounce newer than the verification (PRODUCT.md,
+    #: "Feedback"; listhygiene.verdicts.evidence).
+    BOUNCED = "bounced"
+
+
+class Evidence(StrEnum):
+    """What mail sent to the address taught, as a result shows it (PRODUCT.md, "Feedback")."""
+
+    NONE = "none"
+    ENGAGED = "engaged"  # a click or a reply within the valid max age
+    BOUNCED = "bounced"  # a hard bounce that stands
 
 
 #: Reasons of row 5: the address could not be judged. Results with them are free of charge

@@ -13,6 +13,7 @@ from typing import Final
 
 __all__ = [
     "BACKEND_KINDS",
+    "BOUNCE_TYPES",
     "DEFAULT_PLAN",
     "FORMS",
     "FORM_A_EVENTS",
@@ -25,6 +26,7 @@ __all__ = [
     "SERVICE_PLAN_LIMITS",
     "TERMINAL_JOB_STATUSES",
     "Event",
+    "FeedbackEvent",
     "JobStatus",
     "is_terminal",
 ]
@@ -46,6 +48,22 @@ TERMINAL_JOB_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.COMPLETED, Jo
 def is_terminal(status: str) -> bool:
     """Whether a job in ``status`` is over (completed or failed)."""
     return status in TERMINAL_JOB_STATUSES
+
+
+class FeedbackEvent(StrEnum):
+    """What an email service reports of mail sent to an address (PRODUCT.md, "Feedback")."""
+
+    DELIVERED = "delivered"
+    BOUNCED = "bounced"
+    COMPLAINED = "complained"
+    CLICKED = "clicked"
+    REPLIED = "replied"
+    OPENED = "opened"
+    UNSUBSCRIBED = "unsubscribed"
+
+
+#: A bounce's kind: ``hard`` (the mailbox does not exist) or ``soft`` (a passing refusal).
+BOUNCE_TYPES: tuple[str, ...] = ("hard", "soft")
 
 
 class Event(StrEnum):

@@ -5,6 +5,7 @@ Layout, as official providers have it::
 
     hooks/verification.py       ListHygieneHook: the backend of a connection, job statuses
     operators/verification.py   EmailVerificationOperator: clean a list, defer while a job runs
+    operators/feedback.py       FeedbackOperator: an email service's events into the verdict store
     triggers/verification.py    VerificationJobTrigger: waits asynchronously for remote jobs
     sensors/verification.py     VerificationJobSensor: waits for an existing job id
     chunks.py                   split_list / merge_outputs for dynamic task mapping

@@ -13,6 +13,8 @@ from listhygiene_dagster.checks import (
     output_rows,
     quality_report,
 )
+from listhygiene_dagster.estimates import build_estimate_op
+from listhygiene_dagster.feedback import FeedbackConfig, build_feedback_asset
 from listhygiene_dagster.io_manager import ParquetIOManager, ParquetUPathIOManager
 from listhygiene_dagster.partitions import export_files, row_chunks
 from listhygiene_dagster.resources import (
@@ -28,13 +30,16 @@ __all__ = [
     "ROW_COLUMN",
     "STATUSES",
     "ContactSourceResource",
+    "FeedbackConfig",
     "ParquetIOManager",
     "ParquetUPathIOManager",
     "VerdictStoreResource",
     "VerificationBackendResource",
     "WriteBackResource",
     "build_email_hygiene_assets",
+    "build_estimate_op",
     "build_export_sensor",
+    "build_feedback_asset",
     "build_quality_checks",
     "export_files",
     "find_exports",

@@ -11,6 +11,7 @@ from listhygiene._version import __version__
 from listhygiene.cli.clean import clean
 from listhygiene.cli.doctor import doctor
 from listhygiene.cli.explain import explain
+from listhygiene.cli.feedback import feedback
 from listhygiene.cli.keys import keys
 from listhygiene.cli.receive import receive_webhooks
 from listhygiene.cli.sandbox import sandbox
@@ -33,6 +34,7 @@ def main(verbose: int) -> None:
 main.add_command(clean)
 main.add_command(doctor)
 main.add_command(explain)
+main.add_command(feedback)
 main.add_command(keys)
 main.add_command(receive_webhooks)
 main.add_command(sandbox)

@@ -33,7 +33,18 @@ def parse_duration(value: str) -> float:
 
 @click.command()
 @click.argument("input_", metavar="INPUT")
-@click.option("--out", required=True, help="Output folder or filesystem URL (s3://..., ...).")
+@click.option(
+    "--out", help="Output folder or filesystem URL (s3://..., ...); required unless --estimate."
+)
+@click.option(
+    "--estimate",
+    "estimate_only",
+    is_flag=True,
+    help="Verify nothing: print the rows, distinct addresses, those invalid by syntax, the "
+    "verdicts the store would reuse, those left to verify, a remote backend's credits and "
+    "balance, and a time estimate (docs/pipeline.md, 'Estimating a run'). The run's other "
+    "options are taken as they are; --out is not needed.",
+)
 @click.option("--email-column", help="The column holding the addresses (found by default).")
 @click.option("--table", help="With a SQLAlchemy URL as INPUT: the table to read.")
 @click.option("--query", help="With a SQLAlchemy URL as INPUT: the query to read.")
@@ -131,7 +142,8 @@ def parse_duration(value: str) -> float:
 @engine_options
 def clean(
     input_: str,
-    out: str,
+    out: str | None,
+    estimate_only: bool,
     email_column: str | None,
     table: str | None,
     query: str | None,
@@ -167,21 +179,22 @@ def clean(
     \b
     Example:
         listhygiene clean contacts.csv --out cleaned/
+        listhygiene clean contacts.csv --estimate
         listhygiene clean contacts.csv --out cleaned/ --columns +suggestion,+mx_provider
         listhygiene clean postgresql://db/crm --table contacts --out s3://bucket/clean/ --no-smtp
         LISTHYGIENE_API_KEY=lh_... listhygiene clean contacts.csv --out cleaned/ \\
             --backend form-b --base-url https://verify.example.com/b/v1
     """
+    if not estimate_only and out is None:
+        raise click.UsageError("Missing option '--out' (or give --estimate).")
     if (write_back_url is None) != (write_back_table is None):
         raise click.UsageError("--write-back and --write-back-table go together")
     if write_back_key is not None and write_back_url is None:
         raise click.UsageError("--write-back-key needs --write-back")
-    from listhygiene.pipeline import start_early
+    if not estimate_only:
+        from listhygiene.pipeline import start_early
 
-    start_early()  # GX's import begins before the pipeline's (docs/pipeline.md, "Small lists")
-    from listhygiene.pipeline import clean as run_clean
-    from listhygiene.progress import ProgressBars
-
+        start_early()  # GX's import begins before the pipeline's (docs/pipeline.md, "Small lists")
     settings = build_settings(engine_settings)
     retry_after = parse_duration(retry_unknown_after) if retry_unknown_after else None
     if max_age is not None:
@@ -195,25 +208,37 @@ def clean(
         use_storage_options(storage_options)
     chosen: Any = backend
     if backend != "local":
-        chosen = remote_backend(backend, base_url, api_key_env, api_key_header, webhook_events)
+        events = None if estimate_only else webhook_events  # an estimate waits on nothing
+        chosen = remote_backend(backend, base_url, api_key_env, api_key_header, events)
+    # what a run and its estimate read, verify and reuse alike
+    common: dict[str, Any] = {
+        "email_column": email_column,
+        "table": table,
+        "query": query,
+        "encoding": encoding,
+        "backend": chosen,
+        "check_smtp": False if no_smtp else None,
+        "settings": settings,
+        "verdicts": verdicts_url,
+        "max_age": max_age,
+        "fresh": fresh,
+    }
+    if estimate_only:
+        _estimate(input_, common, backend=backend, base_url=base_url, as_json=as_json)
+        return
+    assert out is not None  # (checked above)
+    from listhygiene.pipeline import clean as run_clean
+    from listhygiene.progress import ProgressBars
+
     progress = ProgressBars()
     try:
         result = run_clean(
             input_,
             out,
-            email_column=email_column,
-            table=table,
-            query=query,
-            encoding=encoding,
-            backend=chosen,
-            check_smtp=False if no_smtp else None,
-            settings=settings,
+            **common,
             quality="warn" if warn_only else "fail",
             retry_unknown_after=retry_after,
             accept_unreachable=accept_unreachable,
-            verdicts=verdicts_url,
-            max_age=max_age,
-            fresh=fresh,
             progress=progress,
             extra_columns=extra_columns,
         )
@@ -267,6 +292,24 @@ def clean(
             fg="yellow",
             err=True,
         )
+
+
+def _estimate(
+    input_: str, options: dict[str, Any], *, backend: str, base_url: str | None, as_json: bool
+) -> None:
+    """``--estimate``: :func:`listhygiene.estimate` with the run's options, printed; its
+    errors exit as the run's would (3 an unreadable input, 4 a backend that refuses)."""
+    from listhygiene.cli.estimate import describe
+    from listhygiene.pipeline import estimate
+
+    try:
+        found = estimate(input_, **options)
+    except Exception as exc:
+        _fail(exc, backend=backend, base_url=base_url, as_json=as_json)
+    if as_json:
+        click.echo(json.dumps(found.as_dict(), ensure_ascii=False))
+    else:
+        click.echo("\n".join(describe(found)))
 
 
 def use_storage_options(pairs: tuple[str, ...]) -> None:

@@ -72,6 +72,15 @@ from listhygiene.cli.options import build_settings, engine_options
     help="Form A /verify/single and /verify/bulk answer within this: addresses not verified by "
     "then are unknown (smtp_timeout, free).",
 )
+@click.option(
+    "--verdicts",
+    "feedback",
+    metavar="URL",
+    default=None,
+    help="A verdict store whose feedback (listhygiene feedback add) applies to every result: a "
+    "hard bounce makes an address invalid, a click or reply a catch-all address valid. "
+    "Default: none. Verdicts are never reused by the service.",
+)
 @engine_options
 def serve(
     host: str,
@@ -85,6 +94,7 @@ def serve(
     job_slots: int,
     stale_after: float,
     sync_deadline: float,
+    feedback: str | None,
     engine_settings: dict[str, Any],
 ) -> None:
     """Serve the verification API: form A at /a/v1, form B at /b/v1.
@@ -119,6 +129,13 @@ def serve(
     except (SQLAlchemyError, OSError, ImportError) as exc:
         reason = getattr(exc, "orig", None) or exc
         raise click.ClickException(f"cannot use the database: {reason}") from None
+    if feedback and feedback.strip().lower() != "none":
+        from listhygiene.verdicts import VerdictStore, VerdictStoreError
+
+        try:
+            VerdictStore(feedback).close()  # migrated once, and a bad URL said before serving
+        except VerdictStoreError as exc:
+            raise click.ClickException(str(exc)) from None
     config = ServeConfig(
         db=db,
         engine=settings.model_dump(mode="json", exclude_unset=True),
@@ -127,6 +144,7 @@ def serve(
         sync_deadline=sync_deadline,
         worker={"slots": job_slots, "stale_after": stale_after},
         run_jobs=False,
+        feedback=feedback,
     )
     tls = {
         "ssl_certfile": str(ssl_certfile) if ssl_certfile else None,

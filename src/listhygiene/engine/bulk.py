@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from listhygiene.engine.providers import provider_of
 from listhygiene.engine.syntax import parse_columns
-from listhygiene.results import arrow_schema
+from listhygiene.results import arrow_schema, no_evidence
 from listhygiene.statuses import DnsOutcome, Facts, MailboxOutcome, Reason, decide
 
 if TYPE_CHECKING:
@@ -147,6 +147,7 @@ async def verify_column_without_smtp(engine: "Engine", values: "pa.Array") -> "p
         # the address likely meant: its local part at the suggested domain (engine/suggest.py)
         "suggestion": pc.binary_join_element_wise(local, spread["suggested"], "@"),
         "mx_provider": spread["mx_provider"],
+        **no_evidence(n),  # feedback is the pipeline's to apply (verdicts/evidence.py)
     }
     schema = arrow_schema(internal=True)
     return pa.table([pc.cast(columns[f.name], f.type) for f in schema], schema=schema)

@@ -9,7 +9,16 @@ the mailbox host behind it. The preferred MX decides: it is the host a sender ta
 import functools
 from collections.abc import Sequence
 
-__all__ = ["LABELS", "OTHER", "PROVIDERS", "PROVIDER_SUFFIXES", "SELF_HOSTED", "provider_of"]
+__all__ = [
+    "DOMAIN_PROVIDERS",
+    "LABELS",
+    "OTHER",
+    "PROVIDERS",
+    "PROVIDER_SUFFIXES",
+    "SELF_HOSTED",
+    "provider_of",
+    "provider_of_domain",
+]
 
 SELF_HOSTED = "self_hosted"
 OTHER = "other"
@@ -33,6 +42,58 @@ PROVIDER_SUFFIXES: frozenset[str] = frozenset(s for _, suffixes in _RULES for s 
 
 #: Every value of ``mx_provider`` (None: the domain has no mail host to classify).
 PROVIDERS: tuple[str, ...] = (*(name for name, _ in _RULES), SELF_HOSTED, OTHER)
+
+#: Domains whose provider is known from the name alone, without DNS: the providers' own consumer
+#: mailboxes, whose MX hosts are theirs (``gmail.com``'s are Google's). A company's domain hosted
+#: by a provider (a Google Workspace or Microsoft 365 tenant) cannot be told from its name: only
+#: its MX hosts say (:func:`provider_of`). Used where nothing is looked up (``clean --estimate``).
+DOMAIN_PROVIDERS: dict[str, str] = {
+    **dict.fromkeys(("gmail.com", "googlemail.com"), "google"),
+    **dict.fromkeys(
+        (
+            "outlook.com",
+            "hotmail.com",
+            "live.com",
+            "msn.com",
+            "passport.com",
+            "outlook.fr",
+            "outlook.de",
+            "outlook.es",
+            "outlook.it",
+            "hotmail.co.uk",
+            "hotmail.fr",
+            "hotmail.de",
+            "hotmail.es",
+            "hotmail.it",
+            "live.co.uk",
+            "live.fr",
+            "live.de",
+            "live.nl",
+            "live.it",
+        ),
+        "microsoft",
+    ),
+    **dict.fromkeys(
+        (
+            "yahoo.com",
+            "yahoo.co.uk",
+            "yahoo.fr",
+            "yahoo.de",
+            "yahoo.es",
+            "yahoo.it",
+            "yahoo.ca",
+            "yahoo.com.br",
+            "ymail.com",
+            "rocketmail.com",
+            "aol.com",
+            "aim.com",
+        ),
+        "yahoo",
+    ),
+    **dict.fromkeys(("icloud.com", "me.com", "mac.com"), "icloud"),
+    **dict.fromkeys(("zoho.com", "zohomail.com", "zohomail.eu"), "zoho"),
+    **dict.fromkeys(("fastmail.com", "fastmail.fm"), "fastmail"),
+}
 
 #: Display names for reports.
 LABELS: dict[str, str] = {
@@ -61,6 +122,12 @@ def provider_of(mx_hosts: Sequence[str], domain: str) -> str | None:
     if not mx_hosts:
         return None
     return _classify(mx_hosts[0].lower().rstrip("."), domain.lower().rstrip("."))
+
+
+def provider_of_domain(domain: str) -> str | None:
+    """The provider of ``domain``'s mail when its name alone says it
+    (:data:`DOMAIN_PROVIDERS`); None when only its MX hosts could tell."""
+    return DOMAIN_PROVIDERS.get(domain.lower().rstrip("."))
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -4,7 +4,9 @@ This is the pipeline's façade: the CLI, the service, the Airflow provider and t
 integration import from here, never from the modules behind it. The package, layer by layer
 (docs/architecture.md draws it; ``.importlinter`` keeps it so)::
 
-    api.py, result.py      clean(), aclean(), submit(), asubmit(); CleanResult
+    api.py, result.py      clean(), aclean(), submit(), asubmit(), estimate(); CleanResult
+    estimates.py, pace.py  what a run would do, verifying nothing: Estimate, the time model
+    feedback/              email services' event exports read into the verdict store
     runner.py, chunks.py   a run's stages, resumable (workdir.py); a list split and merged
     cancel.py              cancelling a run's jobs
     writer.py, publish.py  rows joined and written per status; the one publish step
@@ -26,7 +28,7 @@ from listhygiene._lazy import on_first_use
 from listhygiene.errors import BackendError, PipelineError, QualityError, UnreachableError
 
 if TYPE_CHECKING:
-    from listhygiene.pipeline.api import aclean, asubmit, clean, submit
+    from listhygiene.pipeline.api import aclean, asubmit, clean, estimate, submit
     from listhygiene.pipeline.backends import (
         KEY,
         Backend,
@@ -37,6 +39,9 @@ if TYPE_CHECKING:
     )
     from listhygiene.pipeline.cancel import CancellableRun, RunCancelled, cancel_jobs, recorded_jobs
     from listhygiene.pipeline.chunks import merge_chunks, split_by_domain
+    from listhygiene.pipeline.estimates import Estimate
+    from listhygiene.pipeline.feedback import FORMATS as FEEDBACK_FORMATS
+    from listhygiene.pipeline.feedback import FeedbackResult, add_feedback
     from listhygiene.pipeline.layout import (
         CHANGED,
         REPORT,
@@ -69,7 +74,12 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = on_first_use(
     __name__,
     {
-        **dict.fromkeys(["aclean", "asubmit", "clean", "submit"], "listhygiene.pipeline.api"),
+        **dict.fromkeys(
+            ["aclean", "asubmit", "clean", "estimate", "submit"], "listhygiene.pipeline.api"
+        ),
+        "Estimate": "listhygiene.pipeline.estimates",
+        "FEEDBACK_FORMATS": "listhygiene.pipeline.feedback:FORMATS",
+        **dict.fromkeys(["FeedbackResult", "add_feedback"], "listhygiene.pipeline.feedback"),
         **dict.fromkeys(
             ["KEY", "Backend", "JobRef", "WaitTimeout", "make_backend", "wait_until_done"],
             "listhygiene.pipeline.backends",
@@ -118,6 +128,7 @@ __getattr__, __dir__ = on_first_use(
 __all__ = [
     "CHANGED",
     "CHECKS",
+    "FEEDBACK_FORMATS",
     "KEY",
     "REPORT",
     "ROW_COLUMN",
@@ -129,6 +140,8 @@ __all__ = [
     "BackendError",
     "CancellableRun",
     "CleanResult",
+    "Estimate",
+    "FeedbackResult",
     "JobRef",
     "OutputError",
     "OutputFolder",
@@ -145,10 +158,12 @@ __all__ = [
     "WaitTimeout",
     "WriteBack",
     "aclean",
+    "add_feedback",
     "asubmit",
     "cancel_jobs",
     "check_outputs",
     "clean",
+    "estimate",
     "make_backend",
     "merge_chunks",
     "open_source",

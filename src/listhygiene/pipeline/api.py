@@ -1,6 +1,7 @@
 """The pipeline's public entry points: :func:`clean`, :func:`aclean`, :func:`submit`,
 :func:`asubmit` (docs/pipeline.md). They check their options and hand the work to
-:class:`~listhygiene.pipeline.runner.Run`.
+:class:`~listhygiene.pipeline.runner.Run`; :func:`estimate` says what a run would do, verifying
+nothing (:mod:`listhygiene.pipeline.estimates`).
 
 Their options are keyword-only and spelt out, each function's own, so that ``help()`` and editors
 show them; engine settings come as keyword arguments too (:class:`EngineOptions`). A name that is
@@ -23,9 +24,10 @@ from listhygiene.pipeline.runner import Progress, Run
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from listhygiene.pipeline.estimates import Estimate
     from listhygiene.verdicts import VerdictStore
 
-__all__ = ["aclean", "asubmit", "clean", "submit"]
+__all__ = ["aclean", "asubmit", "clean", "estimate", "submit"]
 
 
 def clean(
@@ -283,6 +285,54 @@ async def asubmit(
         },
     )
     return await run.submit_only()
+
+
+def estimate(
+    source: Any,
+    *,
+    email_column: str | None = None,
+    table: str | None = None,
+    query: str | None = None,
+    encoding: str | None = None,
+    backend: str | Backend = "local",
+    check_smtp: bool | None = None,
+    settings: EngineSettings | None = None,
+    verdicts: "str | VerdictStore | None" = None,
+    max_age: "str | float | Mapping[str, float] | None" = None,
+    fresh: bool = False,
+    **engine_overrides: Unpack[EngineOptions],
+) -> "Estimate":
+    """What cleaning ``source`` would do, verifying nothing (``listhygiene clean --estimate``;
+    docs/pipeline.md, "Estimating a run"): its rows, distinct addresses, those invalid by syntax,
+    those the verdict store would reuse, those left to verify, the credits a remote ``backend``
+    would ask for and its key's balance, and an estimate of the time from the engine's
+    politeness budgets. :func:`clean`'s options, which mean the same here; no output folder.
+
+    Nothing is looked up in DNS nor probed: the one request that leaves the machine is a
+    remote backend's balance. Errors are :func:`clean`'s: an unreadable input raises
+    :class:`~listhygiene.pipeline.sources.SourceError`, a backend that refuses
+    :class:`~listhygiene.BackendError`.
+    """
+    from listhygiene.engine.sync import _run
+    from listhygiene.pipeline.estimates import estimate_input
+
+    _check_engine_options("estimate", engine_overrides)
+    return _run(
+        estimate_input(
+            source,
+            email_column=email_column,
+            table=table,
+            query=query,
+            encoding=encoding,
+            backend=backend,
+            check_smtp=check_smtp,
+            settings=settings,
+            engine_overrides=dict(engine_overrides),
+            verdicts=verdicts,
+            max_age=max_age,
+            fresh=fresh,
+        )
+    )
 
 
 def _check_engine_options(function: str, given: "Mapping[str, Any]") -> None:

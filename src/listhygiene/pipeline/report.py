@@ -189,6 +189,7 @@ def _view(summary: Mapping[str, Any]) -> dict[str, Any]:
         "suggestions": suggestions_view(_map(summary.get("suggestions"))),
         "quality": _quality(quality),
         "verdicts": _verdicts(_map(summary.get("verdicts")), _map(summary.get("verdict_store"))),
+        "feedback": _feedback(_map(summary.get("feedback"))),
         "bad_records": _bad_records(_list(source.get("bad_records"))),
         "timings": _timings(timings),
         "files": _files(_map(summary.get("output")), total),
@@ -418,6 +419,23 @@ def _verdicts(counts: Mapping[str, Any], store: Mapping[str, Any]) -> dict[str, 
         "width": REASON_LABEL + REASON_BAR + 60,
         "height": max(len(bars), 1) * REASON_ROW,
     }
+
+
+def _feedback(taught: Mapping[str, Any]) -> list[tuple[str, int]] | None:
+    """ "What your mail taught" (docs/feedback.md): one line per count, addresses."""
+    if not taught:
+        return None
+    return [
+        ("events in the verdict store", _count(taught.get("events"))),
+        ("bounced since last verified: now invalid", _count(taught.get("bounced"))),
+        (
+            "catch-alls confirmed by a click or reply: now valid",
+            _count(taught.get("catchalls_confirmed")),
+        ),
+        ("engaged (a click or reply within the valid max age)", _count(taught.get("engaged"))),
+        ("complained", _count(taught.get("complained"))),
+        ("unsubscribed", _count(taught.get("unsubscribed"))),
+    ]
 
 
 #: Width of the small stacked bar of each domain row.

@@ -189,7 +189,11 @@ class Run:
                     tables,
                     previous=self.memory.previous_folder(work) if self.memory else None,
                     changed_file=self.memory is not None,
-                    extra_columns=self.extra_columns,
+                    extra_columns=(
+                        self.memory.output_columns(self.extra_columns)
+                        if self.memory
+                        else self.extra_columns
+                    ),
                     source=source,
                 )
             # DuckDB's buffers and Arrow's freed pages go back before the checks, which run in
@@ -232,6 +236,7 @@ class Run:
                     if self.memory is not None
                     else None
                 ),
+                feedback=self.memory.feedback_summary(work) if self.memory else None,
             ).as_dict()
             publish(
                 folder,
@@ -404,7 +409,7 @@ class Run:
                     work.add_job(table)  # recorded: a rerun reads it instead of paying again
                     started.append(table)
                     continue
-                work.write_results(table)
+                work.write_results(self.memory.with_evidence(work, table) if self.memory else table)
                 if self.memory is not None:
                     await asyncio.to_thread(self.memory.save, table, backend=backend.name)
                 self.counters["results"] += len(table)

@@ -62,6 +62,8 @@ class Summary:
     #: What the run's SMTP sessions cost the mail hosts (:func:`run_politeness`).
     politeness: Mapping[str, Any] | None = None
     verdict_store: Mapping[str, Any] | None = None
+    #: What the store's feedback events taught (``RunVerdicts.feedback``; docs/feedback.md).
+    feedback: Mapping[str, Any] | None = None
     finished_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     def as_dict(self) -> dict[str, Any]:
@@ -120,6 +122,8 @@ class Summary:
         }
         if self.verdict_store is not None:
             summary["verdict_store"] = dict(self.verdict_store)
+        if self.feedback is not None:
+            summary["feedback"] = dict(self.feedback)
         return summary
 
 
@@ -212,7 +216,7 @@ def merged_summary(
         phases.update(part.get("timings", {}).get("seconds", {}))
     top = sorted(domains.values(), key=lambda e: (-int(e["rows"]), e["domain"]))[:TOP_DOMAINS]
     source = first.get("input", {})
-    return {
+    merged = {
         "listhygiene_version": first.get("listhygiene_version"),
         "input": {
             "name": split.get("source", source.get("name")),
@@ -254,6 +258,12 @@ def merged_summary(
         # sessions, limits met and bans added up; the most at once to one host, the largest
         "politeness": run_politeness(*(part.get("politeness") for part in parts)),
     }
+    taught = [p["feedback"] for p in parts if isinstance(p.get("feedback"), Mapping)]
+    if taught:  # each address is in one chunk: the counts add up
+        merged["feedback"] = {
+            k: sum(_whole(t.get(k)) for t in taught) for k in taught[0] if k != "events"
+        } | {"events": max(_whole(t.get("events")) for t in taught)}
+    return merged
 
 
 def merged_advice(parts: list[dict[str, Any]]) -> dict[str, Any]:

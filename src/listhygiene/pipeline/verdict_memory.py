@@ -10,6 +10,10 @@ stored status of each address verified again is kept in the work folder (``previ
 that the run, resumed or not, lists the rows whose address changed. After the run's last save the
 same thread brings the store's column copy up to date (``verdicts/column_copy.py``), while the
 run writes its outputs.
+
+Feedback (PRODUCT.md, "Feedback"; docs/feedback.md): every result goes into the work folder
+with what the store's events teach (``verdicts/feedback.py``), the store keeping the verdict as
+verified; when the store holds events, the outputs gain the evidence columns.
 """
 
 import logging
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from listhygiene.pipeline.layout import CHANGED
-from listhygiene.results import KEY
+from listhygiene.results import EVIDENCE_FIELDS, KEY
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -36,6 +40,7 @@ log = logging.getLogger(__name__)
 VERDICTS_VARIABLE = "LISTHYGIENE_VERDICTS"
 _PREVIOUS = "previous"
 _MANIFEST = "verdicts"
+_FEEDBACK = "feedback"
 #: Results kept in the store per write (one transaction): a local job's. Each write rewrites
 #: the store's index pages its keys fall on, so fewer, bigger writes cost less (a third less
 #: CPU than 50,000 at 700,000 verdicts); the store turns 5,000 rows at a time into Python
@@ -76,6 +81,9 @@ class RunVerdicts:
         self._owned = owned
         self._writer: ThreadPoolExecutor | None = None
         self._pending: Future[None] | None = None
+        from listhygiene.verdicts.feedback import Feedback
+
+        self.feedback = Feedback(store, engaged_max_age=freshness.limit("valid"))
 
     def close(self) -> None:
         """Wait for the write in flight, then close the store if the run opened it. A write
@@ -127,7 +135,9 @@ class RunVerdicts:
             results = results.set_column(
                 results.schema.get_field_index("credits_used"), "credits_used", free
             )
-            work.write_results(results)
+            work.write_results(
+                self.with_evidence(work, results, checked_at=reused.column("checked_at"))
+            )
         previous = stored.filter(pc.invert(reusable)).select([KEY, "status", "checked_at"])
         self._keep_previous(work, previous)
         # the reused results' part is written while the next addresses are looked up; the
@@ -136,6 +146,39 @@ class RunVerdicts:
         if not reused.num_rows:
             return missing
         return pc.filter(missing, pc.invert(pc.is_in(missing, value_set=reused.column(KEY))))
+
+    # -- feedback --------------------------------------------------------------------------------
+
+    def with_evidence(
+        self, work: "WorkDir", results: "pa.Table", *, checked_at: Any = None
+    ) -> "pa.Table":
+        """``results`` with what the store's feedback events teach (``checked_at``: when each
+        was verified, default now), counted in the work folder's manifest for the summary."""
+        applied, taught = self.feedback.apply(results, key=KEY, checked_at=checked_at)
+        if self.feedback.active:
+            counts = work.manifest.setdefault(_FEEDBACK, {})
+            for name, value in taught.as_dict().items():
+                counts[name] = int(counts.get(name, 0)) + value
+        return applied
+
+    def output_columns(self, extra: tuple[str, ...]) -> tuple[str, ...]:
+        """The columns written after form A's: the evidence columns when the store holds
+        feedback events, then ``extra``."""
+        return (*EVIDENCE_FIELDS, *extra) if self.feedback.active else extra
+
+    def feedback_summary(self, work: "WorkDir") -> dict[str, int] | None:
+        """The summary's ``feedback``: the store's events, and what they did to this run's
+        addresses (None when the store holds none)."""
+        if not self.feedback.active:
+            return None
+        from listhygiene.verdicts.evidence import EVIDENCE_COUNTS
+        from listhygiene.verdicts.feedback import event_counts
+
+        counts = work.manifest.get(_FEEDBACK, {})
+        return {
+            "events": sum(event_counts(self.store).values()),
+            **{name: int(counts.get(name, 0)) for name in EVIDENCE_COUNTS},
+        }
 
     def prepare(self, expected: int) -> None:
         """Before looking ``expected`` addresses up: the store's column copy made or brought up

@@ -37,6 +37,7 @@ __all__ = [
     "Joined",
     "WorkMemoryError",
     "WorkTables",
+    "connect",
 ]
 
 #: The environment variable that sets :data:`MEMORY_LIMIT`.
@@ -51,6 +52,9 @@ THREADS = max(1, min(2, os.cpu_count() or 1))
 PROFILE_FIELDS = (
     *(f for f in FORM_A_FIELDS if f not in ("email", "response_time")),
     "mx_provider",  # a domain's fact too (pipeline/advice.py)
+    "evidence",  # what feedback taught, and its flags: few values (verdicts/evidence.py)
+    "complained",
+    "unsubscribed",
 )
 _DISTINCT = "distinct.parquet"
 PENDING = "pending.parquet"
@@ -75,6 +79,30 @@ class Joined:
     credits: int
 
 
+def connect(spill: Path, memory_limit: str | None = None) -> Any:
+    """An in-memory DuckDB connection within ``memory_limit`` (:data:`MEMORY_LIMIT`), spilling
+    to ``spill`` beyond it, on at most :data:`THREADS` threads; a limit DuckDB cannot take is a
+    :class:`ConfigurationError` naming ``LISTHYGIENE_WORK_MEMORY``."""
+    import duckdb
+
+    limit = memory_limit or MEMORY_LIMIT
+    try:
+        return duckdb.connect(
+            config={
+                "memory_limit": limit,
+                "temp_directory": str(spill),
+                "threads": THREADS,
+                # nothing here needs the order of a result without ORDER BY
+                "preserve_insertion_order": False,
+            }
+        )
+    except duckdb.Error as exc:
+        raise ConfigurationError(
+            f"{MEMORY_VARIABLE}={limit!r} cannot be used as DuckDB's memory "
+            f"limit ({first_line(exc)}); give a size such as 256MB or 1GB"
+        ) from None
+
+
 class WorkTables:
     """DuckDB over one run's work folder; :meth:`close` it (it removes what spilled)."""
 
@@ -91,23 +119,7 @@ class WorkTables:
         return self._db if self._db is not None else self._connect()
 
     def _connect(self) -> Any:
-        import duckdb
-
-        try:
-            self._db = duckdb.connect(
-                config={
-                    "memory_limit": self.memory_limit,
-                    "temp_directory": str(self.spill),
-                    "threads": THREADS,
-                    # nothing here needs the order of a result without ORDER BY
-                    "preserve_insertion_order": False,
-                }
-            )
-        except duckdb.Error as exc:
-            raise ConfigurationError(
-                f"{MEMORY_VARIABLE}={self.memory_limit!r} cannot be used as DuckDB's memory "
-                f"limit ({first_line(exc)}); give a size such as 256MB or 1GB"
-            ) from None
+        self._db = connect(self.spill, self.memory_limit)
         return self._db
 
     def rest(self) -> None:
@@ -261,8 +273,8 @@ class WorkTables:
             if not results:  # no address at all (every row blank), or none answered
                 self._transitions: list[tuple[str, str, int]] = []
                 reader = self.db.sql(
-                    f"SELECT {ROW}, NULL::INTEGER AS profile, NULL::BIGINT AS response_time "
-                    f"FROM {rows} ORDER BY {ROW}"
+                    f"SELECT {ROW}, NULL::INTEGER AS profile, NULL::BIGINT AS response_time, "
+                    f"NULL::TIMESTAMPTZ AS evidence_at FROM {rows} ORDER BY {ROW}"
                 ).to_arrow_reader(batch_rows)
                 return Joined(self._guarded(reader), profile_schema.empty_table(), 0)
             extra = self._keyed(results, _parts_of(previous) if previous is not None else [])
@@ -277,7 +289,9 @@ class WorkTables:
             # The join, then the sort, each alone within the memory limit: together (a hash
             # table of every distinct address feeding a sort of every row) they ran out of
             # memory at 10,000,000 rows (docs/pipeline.md, "Memory").
-            carried = ", ".join(f"k.{name}" for name in ("profile", "response_time", *extra))
+            carried = ", ".join(
+                f"k.{name}" for name in ("profile", "response_time", "evidence_at", *extra)
+            )
             self.db.execute(
                 f"CREATE OR REPLACE TEMP TABLE matched AS SELECT r.{ROW}, {carried} "
                 f"FROM {rows} r LEFT JOIN keyed k ON r.{ADDRESS} = k.{ADDRESS}"
@@ -311,7 +325,8 @@ class WorkTables:
             else ""
         )
         keyed = (
-            f"SELECT r.{ADDRESS}, p.profile, r.response_time{email}, r.{VERIFIED_AT} "
+            f"SELECT r.{ADDRESS}, p.profile, r.response_time, r.evidence_at{email}, "
+            f"r.{VERIFIED_AT} "
             f"FROM {results} r JOIN profiles p ON {same}"
         )
         if self._result_rows() != self.count(_DISTINCT):

@@ -146,6 +146,7 @@ def create_app(
     sync_deadline: float = DEFAULT_SYNC_DEADLINE,
     worker_options: dict[str, Any] | None = None,
     run_jobs: bool = True,
+    feedback: Any = None,
 ) -> FastAPI:
     """The service: form A at ``/a/v1``, form B at ``/b/v1``.
 
@@ -157,7 +158,9 @@ def create_app(
     ``slots``, ``stale_after``, ``poll_seconds`` ...). ``webhook_resolver`` resolves the
     names of webhook URLs (the system's resolver by default; the tests' way to a public name).
     ``sync_deadline``: seconds a synchronous form A verification may take before what is left
-    is answered unknown (:func:`.charging.verify_charged`).
+    is answered unknown (:func:`.charging.verify_charged`). ``feedback``: a verdict store's
+    events (``listhygiene.verdicts.feedback.Feedback``) applied to every result, or None
+    (docs/feedback.md, "In the service").
     """
     from listhygiene.service import files_a, form_a, form_b, jobs_b, openapi_docs, webhooks
     from listhygiene.service.guards import HeaderGuard
@@ -170,7 +173,9 @@ def create_app(
     # One worker runs the jobs of both forms (form A's files, form B's lists), here or in the
     # job runner process; a submission wakes it when it is here.
     worker: JobWorker | _Elsewhere = (
-        JobWorker(store, engine, **(worker_options or {})) if run_jobs else _Elsewhere()
+        JobWorker(store, engine, feedback=feedback, **(worker_options or {}))
+        if run_jobs
+        else _Elsewhere()
     )
     root.state.services = [worker] if run_jobs else []
     root.state.run_jobs = run_jobs
@@ -184,6 +189,7 @@ def create_app(
         sub.state.allow_private_webhooks = allow_private_webhooks
         sub.state.webhook_resolver = webhook_resolver
         sub.state.sync_deadline = sync_deadline
+        sub.state.feedback = feedback
     # Each part adds its routes to the form apps and its background services (a job worker, the
     # webhook outbox) to ``root.state.services``, started and stopped with the server.
     for part in (files_a, jobs_b, webhooks, openapi_docs):

@@ -97,6 +97,9 @@ async def verify_charged(
         # synchronous (one quick UPDATE): an await could be cancelled too, and the refund lost
         store.refund_credits(key_id, len(wanted))
         raise
+    feedback = getattr(request.app.state, "feedback", None)
+    if feedback is not None:  # what mail sent to the list taught (docs/feedback.md)
+        found = dict(await asyncio.to_thread(feedback.apply_results, list(found.items())))
     kept = len({distinct(given) for given, r in found.items() if r.credits_used > 0})
     if len(wanted) > kept:
         await batches.refund(key_id, len(wanted) - kept)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-__all__ = ["CONFIG_VARIABLE", "ServeConfig", "app_from_environment", "build_app"]
+__all__ = ["CONFIG_VARIABLE", "ServeConfig", "app_from_environment", "build_app", "open_feedback"]
 
 CONFIG_VARIABLE = "LISTHYGIENE_SERVE_CONFIG"
 
@@ -36,6 +36,8 @@ class ServeConfig:
     #: False in the server processes of ``serve``: its job runner process runs the jobs and the
     #: webhook outbox (listhygiene.service.runner).
     run_jobs: bool = True
+    #: A verdict store whose feedback events apply to every result (``serve --verdicts``).
+    feedback: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -60,9 +62,21 @@ def build_app(config: ServeConfig) -> "FastAPI":
         sync_deadline=config.sync_deadline,
         worker_options=config.worker,
         run_jobs=config.run_jobs,
+        feedback=open_feedback(config.feedback),
     )
     app.state.services.insert(0, _Closing(store))  # started first, so stopped last
     return app
+
+
+def open_feedback(url: str | None) -> Any:
+    """The feedback of the verdict store at ``url`` as the service applies it (looking again
+    for events every 30 s), or None without one (docs/feedback.md, "In the service")."""
+    if not url or url.strip().lower() == "none":
+        return None
+    from listhygiene.verdicts import Freshness, VerdictStore
+    from listhygiene.verdicts.feedback import Feedback
+
+    return Feedback(VerdictStore(url), Freshness.of(None).limit("valid"), recheck=30.0)
 
 
 def _freeze_startup_objects() -> None:

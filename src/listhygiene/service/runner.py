@@ -31,7 +31,7 @@ import threading
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 
-from listhygiene.service.factory import CONFIG_VARIABLE, ServeConfig
+from listhygiene.service.factory import CONFIG_VARIABLE, ServeConfig, open_feedback
 
 __all__ = ["PARENT_VARIABLE", "JobRunner", "main", "run_jobs"]
 
@@ -145,7 +145,13 @@ async def run_jobs(
 
     store = Store(config.db, migrate=False)  # serve migrated it before starting this
     engine = Engine(EngineSettings(**config.engine))
-    worker = JobWorker(store, engine, store_writer=store_writer, **config.worker)
+    worker = JobWorker(
+        store,
+        engine,
+        store_writer=store_writer,
+        feedback=open_feedback(config.feedback),
+        **config.worker,
+    )
     outbox = Outbox(
         store, allow_http=config.allow_http_webhooks, allow_private=config.allow_private_webhooks
     )

@@ -90,8 +90,11 @@ class JobWorker:
         worker_id: str | None = None,
         db_retry_seconds: float | None = None,
         store_writer: Executor | None = None,
+        feedback: Any = None,
     ) -> None:
         self.store = store
+        #: A verdict store's feedback applied to each result (verdicts/feedback.py), or None.
+        self.feedback = feedback
         self.engine = engine
         self.poll_seconds = poll_seconds
         self.stale_after = stale_after
@@ -281,6 +284,8 @@ class JobWorker:
         claimer: str,
         duplicates: dict[str, int] | None,
     ) -> None:
+        if self.feedback is not None:  # what mail sent to the list taught (docs/feedback.md)
+            batch = await asyncio.to_thread(self.feedback.apply_results, batch)
         # serialised here, on the loop at the runner's priority; the writer only writes
         prepared = prepare_results(job_id, batch)
         await self._write(

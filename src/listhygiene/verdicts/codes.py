@@ -40,6 +40,7 @@ REASONS: tuple[str, ...] = (
     "catch_all",
     "mailbox_full",
     "role_account",
+    "bounced",
 )
 DNS: tuple[str, ...] = (
     "mx",

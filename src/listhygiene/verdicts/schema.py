@@ -24,6 +24,7 @@ __all__ = [
     "VERSION_TABLE",
     "disposable_hosts",
     "domains",
+    "events",
     "metadata",
     "settings",
     "upgrade",
@@ -89,6 +90,20 @@ disposable_hosts = sa.Table(
     sa.Column("host", sa.String(255), primary_key=True),
     sa.Column("domain", sa.String(255), primary_key=True),
     sa.Column("seen_at", sa.Float(), nullable=False),
+)
+
+events = sa.Table(
+    "verdict_events",
+    metadata,
+    sa.Column("key", sa.String(32), primary_key=True),
+    # a code of verdicts/feedback.py's EVENTS; the bounce's kind a code of its BOUNCES (or null)
+    sa.Column("event", sa.SmallInteger(), primary_key=True),
+    #: Unix seconds, as ``verdicts.checked_at``.
+    sa.Column("at", sa.Float(), primary_key=True),
+    sa.Column("bounce", sa.SmallInteger(), nullable=True),
+    sa.Column("source", sa.String(16), nullable=False),
+    sa.Column("added_at", sa.Float(), nullable=False),
+    sa.Index("verdict_events_at", "at"),
 )
 
 

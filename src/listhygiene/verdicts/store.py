@@ -48,7 +48,14 @@ from listhygiene.verdicts.column_copy import (
     digests_as_keys,
     look_up,
 )
-from listhygiene.verdicts.schema import disposable_hosts, domains, settings, upgrade, verdicts
+from listhygiene.verdicts.schema import (
+    disposable_hosts,
+    domains,
+    events,
+    settings,
+    upgrade,
+    verdicts,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -295,7 +302,7 @@ class VerdictStore:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from listhygiene.results import EXTRA_FIELDS, KEY, arrow_schema
+        from listhygiene.results import EXTRA_FIELDS, KEY, arrow_schema, no_evidence
 
         # an address asked twice is found once
         wanted = pc.unique(pc.filter(addresses, pc.fill_null(pc.not_equal(addresses, ""), False)))
@@ -317,6 +324,7 @@ class VerdictStore:
         data = decode(column, schema)
         for name in EXTRA_FIELDS:  # the suggestion is the run's (pipeline/advice.py)
             data[name] = pa.nulls(len(at), pa.string())
+        data.update(no_evidence(len(at)))  # feedback is the run's to apply (verdicts/evidence.py)
         data[KEY] = pc.take(wanted, at)
         data["email"] = data[KEY]
         ids = pa.array(sorted(per_domain), pa.int64())
@@ -647,6 +655,7 @@ class VerdictStore:
                 sa.delete(verdicts).where(verdicts.c.checked_at < moment - older_than)
             ).rowcount
             conn.execute(sa.delete(domains).where(domains.c.checked_at < moment - older_than))
+            conn.execute(sa.delete(events).where(events.c.at < moment - older_than))  # feedback
             self._retire_copy(conn)
         return int(gone or 0)
 
@@ -661,6 +670,7 @@ class VerdictStore:
         with transaction(self.engine, write=True) as conn:
             for chunk in _chunks(self.hashes(cleaned), BATCH):
                 gone += conn.execute(sa.delete(verdicts).where(verdicts.c.key.in_(chunk))).rowcount
+                conn.execute(sa.delete(events).where(events.c.key.in_(chunk)))  # feedback too
             self._retire_copy(conn)
         return gone
 

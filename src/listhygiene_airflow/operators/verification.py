@@ -23,6 +23,12 @@ carrying the run's file and rows; ``get_openlineage_facets_on_complete`` describ
 and output datasets, row counts and quality checks to the OpenLineage provider. The XCom is the
 summary, bounded in size (:func:`~listhygiene_airflow.lineage.bounded_summary`).
 
+A dry run (``dry_run=True``) verifies nothing: the task reads the input and returns
+:func:`listhygiene.estimate`'s counts as its XCom (rows, distinct addresses, invalid syntax,
+verdicts the store would reuse, addresses left to verify, a remote backend's credits and balance,
+a time estimate), with the options a real run of the task would take; it never defers, writes
+nothing into ``out`` and declares no assets.
+
 Killing the task (``on_kill``: a task marked failed, a timeout) cancels the running ``clean`` at
 once, which stops the local engine's SMTP sessions, and cancels the remote jobs recorded in the
 work folder (form B) or abandons them (form A): the work folder stays for a retry to resume.
@@ -104,6 +110,8 @@ class EmailVerificationOperator(BaseOperator):
         them after ``out`` (its part before the first template; ``listhygiene://<dag>/<task>``
         when it starts with one), a string is the URI they sit under
         (``<assets>/valid.parquet``, ...), False declares none.
+    :param dry_run: verify nothing; return the estimate of what the run would do as the
+        XCom (``Estimate.as_dict()``), with no assets and nothing written.
     """
 
     template_fields: Sequence[str] = (
@@ -142,10 +150,11 @@ class EmailVerificationOperator(BaseOperator):
         write_back_conn_id: str | None = None,
         write_back_table: str | None = None,
         write_back_key: str | None = None,
+        dry_run: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if assets and not self.outlets:
+        if assets and not self.outlets and not dry_run:
             fallback = f"listhygiene://{self.dag_id}/{self.task_id}"
             root = (
                 assets
@@ -185,6 +194,8 @@ class EmailVerificationOperator(BaseOperator):
         self.write_back_conn_id = write_back_conn_id
         self.write_back_table = write_back_table
         self.write_back_key = write_back_key
+        # (BaseOperator.dry_run() is Airflow's own: rendering the templates without running)
+        self.estimate_only = dry_run
         self._running: CancellableRun | None = None
         self._summary: dict[str, Any] | None = None
 
@@ -320,8 +331,35 @@ class EmailVerificationOperator(BaseOperator):
 
     # -- running -------------------------------------------------------------------------------
 
+    def _estimate(self, hook: ListHygieneHook) -> dict[str, Any]:
+        """The dry run: :func:`listhygiene.estimate` with the run's options, as the XCom."""
+        from listhygiene.pipeline import estimate
+
+        options = self._options(hook)
+        for run_only in ("quality", "accept_unreachable"):
+            del options[run_only]
+        found = estimate(self._source(), **options)
+        credits = found.credits
+        self.log.info(
+            "dry run of %s: %d rows, %d distinct addresses (%d invalid by syntax), %d reused, "
+            "%d left to verify on %s%s; about %.0f s (%s)",
+            found.source,
+            found.rows,
+            found.distinct,
+            found.invalid_syntax,
+            found.reused,
+            found.to_verify,
+            found.backend,
+            "" if credits is None else f", {credits.needed} credits of {credits.balance}",
+            found.time.seconds,
+            found.time.limited_by,
+        )
+        return found.as_dict()
+
     def execute(self, context: "Context") -> dict[str, Any]:
         hook = self.hook
+        if self.estimate_only:
+            return self._estimate(hook)
         if not self.deferrable:
             return self._published(context, self._clean(hook))
         from listhygiene.pipeline import asubmit

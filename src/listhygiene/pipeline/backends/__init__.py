@@ -40,10 +40,21 @@ __all__ = [
     "JobRef",
     "LocalBackend",
     "WaitTimeout",
+    "engine_settings",
     "make_backend",
     "results_table",
     "wait_until_done",
 ]
+
+
+def engine_settings(
+    settings: EngineSettings | None = None, overrides: Mapping[str, Any] | None = None
+) -> EngineSettings:
+    """The local engine's settings: ``settings`` (``LISTHYGIENE_*`` when None) with
+    ``overrides`` over them."""
+    if settings is None:
+        return EngineSettings(**dict(overrides or {}))
+    return settings.model_copy(update=dict(overrides)) if overrides else settings
 
 
 def make_backend(
@@ -72,10 +83,7 @@ def make_backend(
     if isinstance(kind, Backend):
         return kind
     if kind == "local":
-        overrides = dict(engine_overrides or {})
-        if settings is None:
-            return LocalBackend(EngineSettings(**overrides))
-        return LocalBackend(settings.model_copy(update=overrides) if overrides else settings)
+        return LocalBackend(engine_settings(settings, engine_overrides))
     if kind not in BACKEND_KINDS:
         known = ", ".join(BACKEND_KINDS)
         raise ConfigurationError(f"unknown backend {kind!r} (known: {known})")

@@ -96,6 +96,11 @@ class Backend(ABC):
     async def ensure_credits(self, needed: int) -> None:  # noqa: B027 - optional hook
         """Raise, before anything is submitted, when ``needed`` verifications cannot be paid."""
 
+    async def balance(self) -> int | None:
+        """The credits the backend can still spend (a remote key's balance); None when it
+        charges none (the local engine)."""
+        return None
+
     def fingerprint(self) -> Mapping[str, Any]:
         """The settings that change verdicts: a run resumes only when they are the same."""
         return {}

@@ -97,11 +97,12 @@ class _Remote(Backend):
         # secret and stays out of the work folder.
         return {"base_url": self.settings.base_url.rstrip("/")}
 
-    async def _balance(self) -> int:
+    async def balance(self) -> int:
+        """The key's credits available (the form's ``/credits``)."""
         raise NotImplementedError
 
     async def ensure_credits(self, needed: int) -> None:
-        balance = await self._balance()
+        balance = await self.balance()
         if balance < needed:
             raise InsufficientCredits(needed, balance, f"the key on {self.settings.base_url}")
 
@@ -160,7 +161,7 @@ class FormABackend(_Remote):
         #: Addresses in batches sent whose answer never came: perhaps charged (an upper bound).
         self.uncertain_credits = 0
 
-    async def _balance(self) -> int:
+    async def balance(self) -> int:
         return (await self.client.credits()).credits_balance
 
     async def submit(self, addresses: "pa.Array", *, check_smtp: bool) -> JobRef:
@@ -329,7 +330,7 @@ class FormBBackend(_Remote):
         self.client = AsyncFormBClient(settings)
         self.webhook_url = webhook_url
 
-    async def _balance(self) -> int:
+    async def balance(self) -> int:
         return (await self.client.credits()).available
 
     async def submit(self, addresses: "pa.Array", *, check_smtp: bool) -> JobRef:
