@@ -192,3 +192,33 @@ def test_a_few_rows_saved_since_are_read_not_merged(url: str) -> None:
             ]
         )
         assert store.fetch(asked).num_rows == 105
+
+
+def test_a_runs_lookups_read_each_domain_once_until_a_save(url: str) -> None:
+    # 100,000 addresses a lookup ask for the same domains: read once, asked again after a save
+    results = mixed(50)
+    asked = results.column(KEY).combine_chunks()
+    queries: list[str] = []
+    with VerdictStore(url) as store:
+        store.save(results, backend="local", checked_at=1000.0)
+        sa.event.listen(
+            store.engine,
+            "before_cursor_execute",
+            lambda _c, _cur, statement, *_rest: queries.append(statement),
+        )
+
+        def domain_reads() -> int:
+            return sum("FROM verdict_domains" in q for q in queries)
+
+        assert store.fetch(asked.slice(0, 25)).num_rows == 25
+        first = domain_reads()
+        assert first >= 1
+        again = store.fetch(asked.slice(25))
+        assert again.num_rows == 25
+        assert domain_reads() == first  # the same five domains: not read again
+        assert again.column("domain").to_pylist() == [
+            a.split("@")[1] for a in again.column(KEY).to_pylist()
+        ]
+        store.save(mixed(5, prefix="later"), backend="local", checked_at=2000.0)
+        store.fetch(asked.slice(0, 5))
+        assert domain_reads() > first
