@@ -10,8 +10,9 @@ process with another key is refused with a clear error instead of silently reusi
 
 Everything is set-based and columnar: addresses go in and results come out as Arrow arrays.
 Lookups skip the database while the store is empty (a first cleaning). A SQLite store keeps a
-column copy of its verdicts (``column_copy.py``), brought up to date after each run's saves:
-lookups search it, with the rows saved since read from SQL. Without one, SQLite gets
+column copy of its verdicts (``column_copy.py``), made before a run's big lookups and merged
+with the rows saved since once they are a tenth of it: lookups search it, with the rows saved
+since read from SQL. Without one, SQLite gets
 :data:`LOOKUP_BATCH` keys as one JSON parameter, PostgreSQL every key by ``COPY``. Writes are
 in key order: on SQLite one prepared upsert executed for every row, with a page cache for the
 key index's interior pages (:data:`SQLITE_CACHE_KIB`); on PostgreSQL CSV written by Arrow is
