@@ -21,7 +21,7 @@ from listhygiene.pipeline.workdir import ADDRESS, ROW, WorkDir
 from listhygiene.pipeline.worktables import WorkMemoryError, WorkTables
 from listhygiene.results import VerificationResult, arrow_schema
 from listhygiene.sandbox import Sandbox
-from listhygiene.statuses import Facts
+from listhygiene.statuses import DnsOutcome, Facts, MailboxOutcome
 
 
 def _mx(host: str) -> list[dict[str, object]]:
@@ -120,8 +120,11 @@ def _read_all(tables: WorkTables) -> None:
         pass
 
 
-def _work_folder(tmp_path: Path, addresses: list[str | None]) -> WorkDir:
-    """A work folder with ``addresses`` staged as rows and a result for each distinct one."""
+def _work_folder(
+    tmp_path: Path, addresses: list[str | None], facts: Facts | None = None
+) -> WorkDir:
+    """A work folder with ``addresses`` staged as rows and a result for each distinct one
+    (``facts`` decide it: by default, syntax only, so ``unknown``)."""
     work = WorkDir(tmp_path / "work")
     work.open({"test": True})
     rows = pa.table(
@@ -132,7 +135,7 @@ def _work_folder(tmp_path: Path, addresses: list[str | None]) -> WorkDir:
     )
     work.write_rows(0, rows)
     distinct = sorted({a for a in addresses if a is not None})
-    template = VerificationResult.from_facts(distinct[0], Facts(syntax_valid=True)).to_row(
+    template = VerificationResult.from_facts(distinct[0], facts or Facts(syntax_valid=True)).to_row(
         internal=True
     )
     schema = arrow_schema(internal=True)
@@ -173,6 +176,45 @@ def test_the_join_gives_each_row_its_addresses_result_in_row_order(tmp_path: Pat
     assert "email" not in table.column_names  # every result's email is its address
     assert joined.profiles.num_rows == 1  # the three results share one profile
     assert joined.credits == 3 * joined.profiles.column("credits_used")[0].as_py()
+
+
+def _previous(folder: Path, rows: dict[str, str]) -> Path:
+    """A ``previous/`` folder as the verdict store leaves it: an empty part, and a part of
+    ``rows`` (address -> stored status) when there are any."""
+    folder.mkdir()
+    schema = pa.schema(
+        [(ADDRESS, pa.string()), ("status", pa.string()), ("checked_at", pa.float64())]
+    )
+    pq.write_table(schema.empty_table(), folder / "part-000001.parquet")
+    if rows:
+        part = {ADDRESS: list(rows), "status": list(rows.values()), "checked_at": [1.0] * len(rows)}
+        pq.write_table(pa.table(part, schema=schema), folder / "part-000002.parquet")
+    return folder
+
+
+def test_previous_statuses_are_joined_only_when_some_were_kept(tmp_path: Path) -> None:
+    # a nightly run whose stored verdicts were all fresh keeps only empty parts: nothing is
+    # joined or carried then; a stored status that differs is carried, and counted
+    addresses = ["b@x.test", "a@x.test", "c@x.test"]
+    accepted = Facts(
+        syntax_valid=True, dns=DnsOutcome.MX, smtp_checked=True, mailbox=MailboxOutcome.ACCEPTED
+    )
+    work = _work_folder(tmp_path, addresses, accepted)  # every result valid
+    with WorkTables(work) as tables:
+        tables.distinct()
+        empty = tables.joined(_previous(tmp_path / "empty", {}), 10)
+        table = pa.Table.from_batches(list(empty.batches))
+    assert "previous_status" not in table.column_names
+    assert tables.transitions() == {}
+    with WorkTables(work) as tables:
+        tables.distinct()
+        kept = tables.joined(_previous(tmp_path / "kept", {"a@x.test": "invalid"}), 10)
+        table = pa.Table.from_batches(list(kept.batches))
+        transitions = tables.transitions()
+    rows, before = table.column(ROW).to_pylist(), table.column("previous_status").to_pylist()
+    changed = dict(zip(rows, before, strict=True))
+    assert changed == {1: None, 2: "invalid", 3: None}
+    assert transitions == {"invalid->valid": 1}
 
 
 def _clean_cli(path: Path, out: Path, memory: str) -> subprocess.CompletedProcess[str]:
