@@ -693,10 +693,14 @@ class VerdictStore:
         return gone
 
     def _retire_copy(self, conn: sa.Connection) -> None:
-        """A new generation: the column copy, which still holds what was deleted, is not used
-        again; the next run makes another (SQLite only: no other store has one)."""
+        """A new generation, and the column copy's file removed: it still holds what was
+        deleted (keyed hashes and verdicts), which ``forget`` must not leave on disk; a copy
+        another process writes meanwhile is of the old generation, never used. The next run
+        makes another (SQLite only: no other store has one)."""
         if self.dialect == "sqlite":
             conn.exec_driver_sql(_SQLITE_NEW_GENERATION, (secrets.token_hex(8),))
+        if self._copy_path is not None:
+            self._copy_path.unlink(missing_ok=True)
         self._copy = self._since_copy = None
 
 
