@@ -286,3 +286,32 @@ def test_a_remote_backend_pays_only_for_what_it_verifies(
         assert second.summary["verdicts"] == {"reused": DISTINCT - 1, "verified": 1, "changed": 0}
         assert service_store.credits(row.id).consumed == paid  # the unknown one is free
         assert second.summary["credits"]["used"] == 0
+
+
+def test_a_run_lets_go_of_the_column_copy_once_its_lookups_are_done(
+    sandbox: Sandbox, contacts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the copy (in memory, or its mapped pages) counts in the run's memory: it is not held
+    # through verifying, writing and the checks, nor after the run (a store given by the
+    # caller outlives it)
+    from listhygiene.pipeline.backends import LocalBackend
+
+    settings = sandbox.engine_settings(helo="verifier.test", retry_delays=())
+    held_while_verifying: list[bool] = []
+    submit = LocalBackend.submit
+
+    with VerdictStore(f"sqlite:///{tmp_path / 'verdicts.sqlite'}") as verdicts:
+
+        async def watched(self: LocalBackend, *args: Any, **kwargs: Any) -> Any:
+            held_while_verifying.append(verdicts._copy is not None)
+            return await submit(self, *args, **kwargs)
+
+        monkeypatch.setattr(LocalBackend, "submit", watched)
+        copy = tmp_path / "verdicts.sqlite.columns"
+        for run in ("first", "second", "third"):  # the second makes the copy, the third maps it
+            done = listhygiene.clean(contacts, tmp_path / run, settings=settings, verdicts=verdicts)
+            assert str(copy) not in Path("/proc/self/maps").read_text()
+        assert done.summary["verdicts"]["reused"] == DISTINCT - 1
+        assert copy.exists()
+    # one job a run (the first: every address; then the greylisted one, never reused)
+    assert held_while_verifying == [False, False, False]

@@ -380,6 +380,7 @@ class Run:
             self.memory.prepare(pending)
             for addresses in tables.addresses(PENDING, _REUSE_BATCH):
                 self.memory.reuse(work, addresses, check_smtp=bool(self.check_smtp))
+            self.memory.looked_up()
             work.flush()
             pending = tables.pending()  # what the store did not answer
         self.counters["reused"] = distinct - pending

@@ -185,6 +185,12 @@ class RunVerdicts:
         to date, when that is cheaper than looking them up without it."""
         self.store.refresh_copy(expected=expected)
 
+    def looked_up(self) -> None:
+        """The run's lookups are done: the store's column copy is unmapped, so that its pages
+        (up to ~250 MB for a big store) are not held through verifying, writing and the
+        checks."""
+        self.store.release_copy()
+
     def refresh_copy(self) -> None:
         """After the run's last save: bring the store's column copy up to date on the writer
         thread while the run writes its outputs; :meth:`close` waits for it. A copy that cannot

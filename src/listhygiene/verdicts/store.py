@@ -396,6 +396,11 @@ class VerdictStore:
             self._since_copy = since
         return copy, since
 
+    def release_copy(self) -> None:
+        """Let go of the column copy's mapped pages (they count in the process's resident
+        memory): a run calls this once its lookups are done, before it verifies and writes."""
+        self._copy = self._since_copy = None
+
     def _rows(self, conn: sa.Connection, *, after: int, upto: int) -> dict[str, "pa.Array"]:
         """The stored columns of the verdicts saved in revisions ``after`` (excluded) to
         ``upto``: through the revision's index when it is a few, by one pass over the table
@@ -425,7 +430,15 @@ class VerdictStore:
         another generation) gets one made from the whole table when that table is at most
         :data:`COPY_BUILD_RATIO` times bigger: one pass over it costs about what looking up as
         many keys would. A run calls this before its lookups, and after its last save, on the
-        writer thread, without ``expected`` (``pipeline/verdict_memory.py``)."""
+        writer thread, without ``expected`` (``pipeline/verdict_memory.py``): then nothing looks
+        it up again in that run, and the copy is let go of (:meth:`release_copy`)."""
+        try:
+            self._refresh_copy(expected)
+        finally:
+            if expected is None:
+                self.release_copy()
+
+    def _refresh_copy(self, expected: int | None) -> None:
         self._domain_facts.clear()
         path = self._copy_path
         if path is None:
