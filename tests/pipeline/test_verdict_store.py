@@ -308,10 +308,35 @@ def test_a_run_lets_go_of_the_column_copy_once_its_lookups_are_done(
 
         monkeypatch.setattr(LocalBackend, "submit", watched)
         copy = tmp_path / "verdicts.sqlite.columns"
-        for run in ("first", "second", "third"):  # the second makes the copy, the third maps it
+        for run in ("first", "second", "third"):  # the first makes the copy, the next map it
             done = listhygiene.clean(contacts, tmp_path / run, settings=settings, verdicts=verdicts)
             assert str(copy) not in Path("/proc/self/maps").read_text()
         assert done.summary["verdicts"]["reused"] == DISTINCT - 1
         assert copy.exists()
     # one job a run (the first: every address; then the greylisted one, never reused)
     assert held_while_verifying == [False, False, False]
+
+
+def test_a_stores_first_run_leaves_it_a_column_copy(
+    sandbox: Sandbox, contacts: Path, tmp_path: Path
+) -> None:
+    # made after the run's last save (while it writes), so that the next run and the estimates
+    # between look up through it; but not for a store many times the run's size
+    from listhygiene.verdicts.column_copy import ColumnCopy
+    from tests.verdicts.test_store import mixed
+
+    settings = sandbox.engine_settings(helo="verifier.test", retry_delays=())
+    first = tmp_path / "first.sqlite"
+    listhygiene.clean(
+        contacts, tmp_path / "first", settings=settings, verdicts=f"sqlite:///{first}"
+    )
+    made = ColumnCopy.open(first.with_name("first.sqlite.columns"))
+    assert made is not None
+    with VerdictStore(f"sqlite:///{first}") as store:
+        assert made.table.num_rows == sum(store.stats()["by_status"].values())
+
+    big = tmp_path / "big.sqlite"
+    with VerdictStore(f"sqlite:///{big}") as store:
+        store.save(mixed(100), backend="local", checked_at=time.time())
+    listhygiene.clean(contacts, tmp_path / "big", settings=settings, verdicts=f"sqlite:///{big}")
+    assert not big.with_name("big.sqlite.columns").exists()  # 105 > 4 x 6 looked up

@@ -81,6 +81,9 @@ class RunVerdicts:
         self._owned = owned
         self._writer: ThreadPoolExecutor | None = None
         self._pending: Future[None] | None = None
+        #: The addresses this run looked up (:meth:`prepare`): after its saves, a store without
+        #: a column copy gets one if it is about this size.
+        self._expected: int | None = None
         from listhygiene.verdicts.feedback import Feedback
 
         self.feedback = Feedback(store, engaged_max_age=freshness.limit("valid"))
@@ -183,6 +186,7 @@ class RunVerdicts:
     def prepare(self, expected: int) -> None:
         """Before looking ``expected`` addresses up: the store's column copy made or brought up
         to date, when that is cheaper than looking them up without it."""
+        self._expected = expected
         self.store.refresh_copy(expected=expected)
 
     def looked_up(self) -> None:
@@ -192,18 +196,21 @@ class RunVerdicts:
         self.store.release_copy()
 
     def refresh_copy(self) -> None:
-        """After the run's last save: bring the store's column copy up to date on the writer
-        thread while the run writes its outputs; :meth:`close` waits for it. A copy that cannot
-        be made is logged, never fatal: the store answers without it."""
+        """After the run's last save: bring the store's column copy up to date, or make it for
+        a store about the run's size (its first run), on the writer thread while the run writes
+        its outputs; :meth:`close` waits for it, and its pages are let go of after. A copy that
+        cannot be made is logged, never fatal: the store answers without it."""
         if self._writer is None:
             self._writer = ThreadPoolExecutor(1, thread_name_prefix="verdict-store")
-        self._writer.submit(self._refresh_copy)
+        self._writer.submit(self._refresh_copy, self._expected)
 
-    def _refresh_copy(self) -> None:
+    def _refresh_copy(self, expected: int | None) -> None:
         try:
-            self.store.refresh_copy()
+            self.store.refresh_copy(expected=expected)
         except Exception as exc:  # see the docstring
             log.warning("the column copy of %s is not up to date: %s", self.store.shown, exc)
+        finally:
+            self.store.release_copy()
 
     def save(self, results: "pa.Table", *, backend: str) -> None:
         """Keep results as they arrive: waits for the write before (and raises its error),

@@ -10,9 +10,9 @@ process with another key is refused with a clear error instead of silently reusi
 
 Everything is set-based and columnar: addresses go in and results come out as Arrow arrays.
 Lookups skip the database while the store is empty (a first cleaning). A SQLite store keeps a
-column copy of its verdicts (``column_copy.py``), made before a run's big lookups and merged
-with the rows saved since once they are a tenth of it: lookups search it, with the rows saved
-since read from SQL. Without one, SQLite gets
+column copy of its verdicts (``column_copy.py``), made before a run's big lookups or after a
+store's first run, and merged with the rows saved since once they are a tenth of it: lookups
+search it, with the rows saved since read from SQL. Without one, SQLite gets
 :data:`LOOKUP_BATCH` keys as one JSON parameter, PostgreSQL every key by ``COPY``. Writes are
 in key order: on SQLite one prepared upsert executed for every row, with a page cache for the
 key index's interior pages (:data:`SQLITE_CACHE_KIB`); on PostgreSQL CSV written by Arrow is
@@ -425,18 +425,14 @@ class VerdictStore:
     def refresh_copy(self, *, expected: int | None = None) -> None:
         """Bring the column copy up to date with the store (a SQLite file's; nothing else has
         one): the rows saved since it was made replace its own, once they are more than
-        :data:`COPY_MERGE_SHARE` of it. With ``expected``, the number
-        of addresses a run is about to look up, a store without a usable copy (none yet, or of
+        :data:`COPY_MERGE_SHARE` of it. With ``expected``, the number of addresses a run looks
+        up (or, after its last save, looked up), a store without a usable copy (none yet, or of
         another generation) gets one made from the whole table when that table is at most
         :data:`COPY_BUILD_RATIO` times bigger: one pass over it costs about what looking up as
-        many keys would. A run calls this before its lookups, and after its last save, on the
-        writer thread, without ``expected`` (``pipeline/verdict_memory.py``): then nothing looks
-        it up again in that run, and the copy is let go of (:meth:`release_copy`)."""
-        try:
-            self._refresh_copy(expected)
-        finally:
-            if expected is None:
-                self.release_copy()
+        many keys does. A run calls this before its lookups, and after its last save on the
+        writer thread, while it writes its outputs (``pipeline/verdict_memory.py``): so a
+        store's first run leaves it a copy for the next run and the estimates between."""
+        self._refresh_copy(expected)
 
     def _refresh_copy(self, expected: int | None) -> None:
         self._domain_facts.clear()
