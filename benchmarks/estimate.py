@@ -55,6 +55,8 @@ def prepare(args: argparse.Namespace, tmp: Path) -> tuple[Path, Path, dict[str, 
         generated = generate_world(args.seed, domains=domains, addresses=counts["distinct"])
         generated.write(world)
         written = write_csv(generated, counts, args.seed, csv)
+        # as benchmarks/pipeline.py writes it: the two share a --data folder
+        written["world_addresses"] = len(generated.addresses)
         expected.write_text(json.dumps(written))
     return world, csv, json.loads(expected.read_text())
 

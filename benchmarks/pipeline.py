@@ -4,11 +4,11 @@
         [--input csv|parquet|postgres|mysql|snowflake] [--verdicts run|none] [--cold] [--keep]
         [--json] [--data DIR]
 
-Issue 16's targets: 1,000,000 rows in at most 10 s wall time, 10,000,000 in at most 60 s, and at
-most 1 GiB of peak memory of the whole process tree at both sizes, on 2 cores, quality checks on
-every row; the same through a Parquet input and a PostgreSQL table. The machine is shared: the
-1-minute load average before and after the run is printed with the figures, and figures taken at
-a load above :data:`BUSY_LOAD` (1.5 on 2 cores) are upper bounds.
+Issue 28's targets for a CSV: 1,000,000 rows in at most 6 s wall time, 10,000,000 in at most 35 s,
+and at most 1 GiB of peak memory of the whole process tree at both sizes, on 2 cores, quality
+checks on every row; issue 16's for a Parquet input and the database tables (10 s and 60 s). The
+machine is shared: the 1-minute load average before and after the run is printed with the
+figures, and figures taken at a load above :data:`BUSY_LOAD` (1.5 on 2 cores) are upper bounds.
 
 Set-up (not timed): a world is generated from the seed
 (:func:`listhygiene.sandbox.generate.generate_world`, default mix) with as many addresses as the
@@ -77,7 +77,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine import SandboxProcess
 
 #: Issue 16's targets: 1,000,000 rows in 10 s, 10,000,000 in 60 s (in between and beyond: the
-#: larger of 10 s and 6 s a million rows), and 1 GiB of the process tree at any size.
+#: larger of 10 s and 6 s a million rows), and 1 GiB of the process tree at any size. Issue 28's
+#: for a CSV: 1,000,000 rows in 6 s, 10,000,000 in 35 s (in between: a straight line; beyond:
+#: 3.5 s a million rows).
 TARGET_PEAK_BYTES = 2**30
 #: Above this 1-minute load average (2 cores) the machine was busy: the figures are upper bounds.
 BUSY_LOAD = 1.5
@@ -92,8 +94,13 @@ PYCACHE = (
 )
 
 
-def target_wall_seconds(rows: int) -> float:
-    return max(10.0, 6.0 * rows / 1_000_000)
+def target_wall_seconds(rows: int, kind: str = "csv") -> float:
+    millions = rows / 1_000_000
+    if kind != "csv":
+        return max(10.0, 6.0 * millions)
+    if millions <= 1:
+        return 6.0
+    return 6.0 + 29.0 * (millions - 1) / 9 if millions <= 10 else 3.5 * millions
 
 
 #: What the command takes from ``sandbox up``'s exported settings.
@@ -621,7 +628,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "peak_rss_mib": round(figures["peak_rss_bytes"] / 2**20, 1),
         "cpu_seconds": round(figures["cpu_user_seconds"] + figures["cpu_system_seconds"], 2),
         "targets": {
-            "wall_seconds": target_wall_seconds(args.rows),
+            "wall_seconds": target_wall_seconds(args.rows, args.input),
             "peak_rss_mib": TARGET_PEAK_BYTES / 2**20,
         },
     }
@@ -681,7 +688,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     report["expected_distinct_addresses"] = expected["distinct_addresses"]
     report["expected_empty_email"] = expected["empty_email"]
     report["targets_met"] = bool(
-        figures["wall_seconds"] <= target_wall_seconds(args.rows)
+        figures["wall_seconds"] <= target_wall_seconds(args.rows, args.input)
         and figures["peak_rss_bytes"] <= TARGET_PEAK_BYTES
     )
     return report

@@ -539,3 +539,36 @@ def test_a_child_started_early_is_the_one_the_run_takes(monkeypatch: pytest.Monk
     monkeypatch.setenv(worker.WORKER_VARIABLE, "thread")
     start_early()
     assert worker._early is None
+
+
+def test_a_default_batch_validates_half_a_million_rows_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GX costs ~50 ms of set-up per validation whatever its size: 10,000,000 rows took 50
+    # validations in batches of 200,000, 20 now (docs/pipeline.md, "Every row, in flat memory")
+    from listhygiene.pipeline.quality.suite import _Suite
+
+    sizes: list[int] = []
+    rows = _Suite.rows
+
+    def counted(self: _Suite, frame: pd.DataFrame) -> list[object]:
+        sizes.append(len(frame))
+        return rows(self, frame)
+
+    monkeypatch.setattr(_Suite, "rows", counted)
+    n = 600_000
+    table = pa.table(
+        {
+            "email": pa.repeat(pa.scalar("a@x.test"), n),
+            "status": pa.repeat(pa.scalar("valid"), n),
+            "score": pa.repeat(pa.scalar(0.9), n),
+            ROW_COLUMN: pa.array(np.arange(1, n + 1)),
+        }
+    )
+    files = {s: str(tmp_path / f"{s}.parquet") for s in STATUSES}
+    for status, path in files.items():
+        pq.write_table(table if status == "valid" else table.slice(0, 0), path)
+    summary = {s: (n if s == "valid" else 0) for s in STATUSES}
+    report = check_outputs(files, expected_rows=n, summary_rows=summary)
+    assert report.passed, report.as_dict()
+    assert sizes == [500_000, 100_000]

@@ -331,3 +331,39 @@ def test_a_first_part_too_small_to_judge_keeps_parquets_default_dictionaries() -
 
     assert _dictionary_columns(ids(_DICTIONARY_JUDGED - 1)) is True
     assert _dictionary_columns(ids(_DICTIONARY_JUDGED)) == ["kind"]
+
+
+def test_before_any_result_the_pending_addresses_are_the_distinct_file_itself(
+    tmp_path: Path,
+) -> None:
+    # nothing answered yet (no verdict store, or an empty one): no query writes the same
+    # addresses again (~1 s at 10,000,000 rows); once some are answered, the rest are written,
+    # and the distinct file is left as it was
+    addresses = ["b@x.test", "a@x.test", "b@x.test", "c@x.test"]
+    work = WorkDir(tmp_path / "work")
+    work.open({"test": True})
+    staged = {
+        ROW: pa.array([1, 2, 3, 4], pa.int64()),
+        ADDRESS: pa.array(addresses, pa.string()),
+    }
+    work.write_rows(0, pa.table(staged))
+    distinct, pending = work.path / "distinct.parquet", work.path / "pending.parquet"
+    with WorkTables(work) as tables:
+        assert tables.distinct() == 3
+        assert tables.pending() == 3
+        assert os.stat(pending).st_ino == os.stat(distinct).st_ino
+        assert pq.read_table(pending).column(ADDRESS).to_pylist() == [
+            "b@x.test",
+            "a@x.test",
+            "c@x.test",
+        ]
+        schema = arrow_schema(internal=True)
+        template = VerificationResult.from_facts("a@x.test", Facts(syntax_valid=True))
+        row = template.to_row(internal=True)
+        answered = pa.table(
+            {n: pa.array([row[n]], schema.field(n).type) for n in schema.names}, schema=schema
+        ).append_column(KEY, pa.array(["a@x.test"]))
+        work.write_results(answered)
+        assert tables.pending() == 2
+        assert pq.read_table(pending).column(ADDRESS).to_pylist() == ["b@x.test", "c@x.test"]
+        assert pq.read_table(distinct).num_rows == 3
