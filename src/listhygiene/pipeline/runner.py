@@ -176,8 +176,6 @@ class Run:
                 await self._verify(backend, work, tables, distinct)
                 if self.retry_unknown_after is not None:
                     await self._second_pass(backend, work, tables)
-                if self.memory is not None:
-                    self.memory.refresh_copy()  # while the outputs are written
             health = run_health(work.manifest.get("health"), backend.health)
             politeness = self._politeness(backend)
             work.set_stage("writing", health=health, politeness=politeness)
@@ -200,6 +198,10 @@ class Run:
             # GX's process meanwhile (docs/pipeline.md, "Memory")
             tables.close()
             _release_memory()
+            if self.memory is not None:
+                # while the checks run in GX's process: this one is at its smallest then, and
+                # a core is free (docs/pipeline.md, "Verdict store speed")
+                self.memory.refresh_copy()
             with _timed(self.timings, "quality"):
                 report = self._check(folder, written, rows, worker)
             if report.skipped:

@@ -196,10 +196,11 @@ class RunVerdicts:
         self.store.release_copy()
 
     def refresh_copy(self) -> None:
-        """After the run's last save: bring the store's column copy up to date, or make it for
-        a store about the run's size (its first run), on the writer thread while the run writes
-        its outputs; :meth:`close` waits for it, and its pages are let go of after. A copy that
-        cannot be made is logged, never fatal: the store answers without it."""
+        """Once the outputs are written: bring the store's column copy up to date, or make it
+        for a store about the run's size (its first run), on the writer thread (after the last
+        save) while the checks run; :meth:`close` waits for it, and its pages are let go of
+        after. A copy that cannot be made is logged, never fatal: the store answers without
+        it."""
         if self._writer is None:
             self._writer = ThreadPoolExecutor(1, thread_name_prefix="verdict-store")
         self._writer.submit(self._refresh_copy, self._expected)

@@ -101,6 +101,17 @@ class ColumnCopy:
         return cls(pa.table(data), revision, generation)
 
     @classmethod
+    def joined(cls, parts: "list[ColumnCopy]", *, revision: int, generation: str) -> "ColumnCopy":
+        """One copy of ``parts`` (no key in two of them), in key order; ``parts`` is emptied."""
+        import numpy as np
+        import pyarrow as pa
+
+        both = pa.concat_tables([part.table for part in parts]).combine_chunks()
+        del parts[:]  # each part's columns go as soon as they are copied into ``both``
+        order = np.lexsort((_halves(both, "key_lo"), _halves(both, "key_hi")))
+        return cls(both.take(pa.array(order)), revision, generation)
+
+    @classmethod
     def open(cls, path: Path) -> "ColumnCopy | None":
         """The copy in ``path``, memory-mapped; None when there is none or it cannot be read."""
         import pyarrow as pa
