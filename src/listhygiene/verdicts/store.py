@@ -293,14 +293,18 @@ class VerdictStore:
             out.append(digest.hexdigest())
         return out
 
-    def digests(self, addresses: Iterable[str]) -> list[bytes]:
-        """The keys of ``addresses`` as bytes (what :meth:`hashes` gives in hex)."""
+    def digests(self, addresses: "pa.Array") -> list[bytes]:
+        """The keys of ``addresses`` (Arrow strings, valid UTF-8: their bytes are what
+        :meth:`hashes` encodes) as bytes, what :meth:`hashes` gives in hex."""
+        import pyarrow as pa
+
         copy = self._keyed.copy
         out: list[bytes] = []
-        for address in addresses:
+        keep = out.append
+        for encoded in addresses.cast(pa.binary()).to_pylist():
             digest = copy()
-            digest.update(address.encode("utf-8", "surrogatepass"))
-            out.append(digest.digest())
+            digest.update(encoded)
+            keep(digest.digest())
         return out
 
     # -- reading ---------------------------------------------------------------------------------
@@ -322,7 +326,7 @@ class VerdictStore:
             empty = conn.execute(sa.select(verdicts.c.key).limit(1)).first() is None
             copies = None if empty else self._current_copy(conn)
             if copies is not None:
-                keys = digests_as_keys(self.digests(wanted.to_pylist()))
+                keys = digests_as_keys(self.digests(wanted))
                 at, column = look_up(*copies, *keys)
             elif not empty:  # a first cleaning hashes each address once, when it is saved
                 hashed = pa.array(self.hashes(wanted.to_pylist()), pa.string())
