@@ -301,12 +301,13 @@ def _stop_remote_jobs(context: dg.AssetExecutionContext, out: str, backend: Any)
 
 def _progress(context: dg.AssetExecutionContext) -> Callable[[str, int, int], None]:
     """Log each phase, and the verification every tenth of the way."""
-    state = {"phase": "", "step": -1}
+    last_phase, last_step = "", -1
 
     def report(phase: str, done: int, total: int) -> None:
+        nonlocal last_phase, last_step
         step = (10 * done // total) if total else 0
-        if phase != state["phase"] or step > state["step"]:
-            state["phase"], state["step"] = phase, step
+        if phase != last_phase or step > last_step:
+            last_phase, last_step = phase, step
             size = f" {done:,}/{total:,}" if total else ""
             context.log.info(f"{phase}{size}")
 

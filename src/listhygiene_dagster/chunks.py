@@ -98,7 +98,7 @@ def build_chunked_clean_job(
                 "quality passed": dg.MetadataValue.bool(bool(summary["quality"]["passed"])),
             }
         )
-        return summary
+        return dict(summary)
 
     @dg.job(name=name, description=f"Clean a list in chunks split by domain, then merge ({name}).")
     def chunked() -> None:

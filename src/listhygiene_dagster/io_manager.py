@@ -42,7 +42,7 @@ class ParquetUPathIOManager(dg.UPathIOManager):
         return {"dagster/row_count": dg.MetadataValue.int(len(obj))}
 
 
-class ParquetIOManager(dg.ConfigurableIOManagerFactory):
+class ParquetIOManager(dg.ConfigurableIOManagerFactory):  # type: ignore[type-arg]
     """Stores DataFrame assets as Parquet under ``base_path`` (a folder or a filesystem URL)."""
 
     base_path: str = Field(description="Folder or URL (s3://..., gs://...) of the files.")

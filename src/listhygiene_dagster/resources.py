@@ -39,7 +39,7 @@ __all__ = [
 _DEFAULT_API_KEY_HEADER = "LISTHYGIENE-API-KEY"
 
 
-class VerificationBackendResource(dg.ConfigurableResource):
+class VerificationBackendResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """What verifies the addresses: ``kind`` local (this process, SMTP included), form-a or
     form-b (a remote service: ``base_url`` ending in ``/v1`` and ``api_key``).
 
@@ -172,7 +172,7 @@ class VerificationBackendResource(dg.ConfigurableResource):
         return f"{self.kind} service at {self.base_url}"
 
 
-class VerdictStoreResource(dg.ConfigurableResource):
+class VerdictStoreResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The verdict store the verification asset reuses fresh verdicts from and keeps new ones in
     (docs/pipeline.md, "Verdict store").
 
@@ -206,7 +206,7 @@ class VerdictStoreResource(dg.ConfigurableResource):
         return _masked(self.url)
 
 
-class WriteBackResource(dg.ConfigurableResource):
+class WriteBackResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """A warehouse table the verification asset upserts its result columns into once the run
     has published (docs/pipeline.md, "Writing back"): PostgreSQL, SQLite or DuckDB, keyed by
     an input column or the verified address. A URL with a password goes in as ``dg.EnvVar``.
@@ -250,7 +250,7 @@ def chunk_bounds(key: str) -> tuple[int, int] | None:
     return first, last
 
 
-class ContactSourceResource(dg.ConfigurableResource):
+class ContactSourceResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """Where the contact list is: a file (CSV, TSV, TXT, XLSX, XLS, Parquet, JSONL), a folder of
     exports (partitioned by file name), or a SQLAlchemy URL with ``table`` or ``query``.
 

@@ -60,7 +60,7 @@ class VerificationJobTrigger(BaseTrigger):
         events_path: str | None = None,
         not_before: float | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's are not annotated
         self.listhygiene_conn_id = listhygiene_conn_id
         self.jobs = [dict(job) for job in jobs]
         self.deadline = float(deadline)
@@ -123,7 +123,7 @@ class VerificationJobTrigger(BaseTrigger):
             return
         ended = outcome(list(states.values()))
         yield (
-            TriggerEvent(ended)
+            TriggerEvent(ended)  # type: ignore[no-untyped-call]
             if ended is not None
             else self._event("error", "the wait ended with jobs still running", states)
         )
@@ -137,7 +137,7 @@ class VerificationJobTrigger(BaseTrigger):
         return EventStore(path)
 
     def _event(self, status: str, message: str, states: dict[str, JobState]) -> TriggerEvent:
-        return TriggerEvent(
+        return TriggerEvent(  # type: ignore[no-untyped-call]
             {
                 "status": status,
                 "message": message,
