@@ -294,8 +294,9 @@ class VerdictStore:
         return out
 
     def digests(self, addresses: "pa.Array") -> list[bytes]:
-        """The keys of ``addresses`` (Arrow strings, valid UTF-8: their bytes are what
-        :meth:`hashes` encodes) as bytes, what :meth:`hashes` gives in hex."""
+        """The keys of ``addresses`` (an Arrow string array) as bytes: what :meth:`hashes`
+        gives in hex. Arrow's strings are UTF-8 already, so their bytes are hashed as they
+        are, without a Python string each."""
         import pyarrow as pa
 
         copy = self._keyed.copy
