@@ -18,7 +18,7 @@ million.
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -137,17 +137,50 @@ class ColumnCopy:
             meta[b"generation"].decode(),
         )
 
+    @classmethod
+    def write_parts(
+        cls,
+        path: Path,
+        parts: Iterable["ColumnCopy"],
+        *,
+        revision: int,
+        generation: str,
+        unchanged: Callable[[], bool],
+    ) -> "ColumnCopy | None":
+        """Write a copy made of ``parts``, each in key order and after the one before, a part
+        at a time (a file of this process, then a rename, as :meth:`write`); the copy,
+        memory-mapped. None, and nothing written, when ``unchanged()`` says otherwise once
+        every part is written (the store was pruned or forgotten meanwhile). Raises
+        :class:`ValueError` on a part out of key order."""
+        import pyarrow as pa
+
+        schema = cls.from_rows(_no_rows(), revision=revision, generation=generation).table.schema
+        schema = schema.with_metadata(_metadata(revision, generation))
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        last: tuple[int, int] | None = None
+        try:
+            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, schema) as out:
+                for part in parts:
+                    if not part.table.num_rows:
+                        continue
+                    first = (int(part.hi[0]), int(part.lo[0]))
+                    if last is not None and first <= last:
+                        raise ValueError("the store's rows did not come in key order")
+                    out.write_table(part.table.cast(schema))
+                    last = (int(part.hi[-1]), int(part.lo[-1]))
+            if not unchanged():
+                return None
+            tmp.replace(path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return cls.open(path)
+
     def write(self, path: Path) -> None:
         """Write the copy to ``path`` whole or not at all (a file of this process, then a
         rename): other processes may be reading the one it replaces."""
         import pyarrow as pa
 
-        meta = {
-            b"format": _FORMAT,
-            b"revision": str(self.revision).encode(),
-            b"generation": self.generation.encode(),
-        }
-        table = self.table.replace_schema_metadata(meta)
+        table = self.table.replace_schema_metadata(_metadata(self.revision, self.generation))
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         try:
             with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
@@ -192,6 +225,25 @@ class ColumnCopy:
             .cast(pa.float64() if kind == "float64" else pa.int64())
             for name, kind in _TYPES.items()
         }
+
+
+def _metadata(revision: int, generation: str) -> dict[bytes, bytes]:
+    return {
+        b"format": _FORMAT,
+        b"revision": str(revision).encode(),
+        b"generation": generation.encode(),
+    }
+
+
+def _no_rows() -> dict[str, "pa.Array"]:
+    """The columns ``from_rows`` takes, without a row."""
+    import pyarrow as pa
+
+    kinds = {"float64": pa.float64()}
+    return {
+        "key": pa.array([], pa.string()),
+        **{name: pa.array([], kinds.get(kind, pa.int64())) for name, kind in _TYPES.items()},
+    }
 
 
 def _halves(table: "pa.Table", name: str) -> "np.ndarray":
