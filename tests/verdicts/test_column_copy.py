@@ -300,3 +300,29 @@ def copy_columns(keys: list[str]) -> dict[str, pa.Array]:
         "key": pa.array(keys, pa.string()),
         **{name: pa.array([1.0 if kind == "float64" else 1] * n) for name, kind in _TYPES.items()},
     }
+
+
+def test_merging_the_rows_saved_since_gives_them_in_key_order_part_by_part() -> None:
+    # the merged copy is written a part at a time (never held whole): every part in key order
+    # and after the one before, a row saved since in place of the copy's own, at any boundary
+    import numpy as np
+
+    old_keys = sorted(hex_key(i) for i in range(100))
+    old = ColumnCopy.from_rows(copy_columns(old_keys), revision=1, generation="g")
+    replacing = old_keys[::7]  # 0, 7, 14, ...: each a part's first row with parts of 7
+    fresh = [hex_key(i) for i in range(100, 130)]
+    columns = copy_columns(replacing + fresh)
+    columns["status"] = pa.array([2] * len(replacing + fresh))
+    newer = ColumnCopy.from_rows(columns, revision=2, generation="")
+    parts = list(old.merged_parts(newer, rows=7))
+    assert len(parts) == 15
+    keys = [(int(h), int(lo)) for part in parts for h, lo in zip(part.hi, part.lo, strict=True)]
+    assert keys == sorted(keys)
+    assert len(keys) == len(set(keys)) == 130
+    merged = pa.concat_tables([part.table for part in parts])
+    status = dict(zip(keys, merged.column("status").to_pylist(), strict=True))
+    for key in replacing + fresh:
+        raw = np.frombuffer(bytes.fromhex(key), dtype=">u8")
+        assert status[(int(raw[0]), int(raw[1]))] == 2
+    assert sum(s == 1 for s in status.values()) == 100 - len(replacing)
+    assert all(part.revision == 2 and part.generation == "g" for part in parts)

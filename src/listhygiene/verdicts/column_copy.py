@@ -18,7 +18,7 @@ million.
 
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -202,17 +202,37 @@ class ColumnCopy:
         hit = inside & (mine_hi[at] == hi) & (mine_lo[at] == lo)
         return np.where(hit, at, -1).astype(np.int64)
 
-    def merged(self, newer: "ColumnCopy") -> "ColumnCopy":
-        """This copy with ``newer``'s rows in place of its own (rows saved since), as of
-        ``newer``'s revision."""
+    def merged_parts(
+        self, newer: "ColumnCopy", rows: int = 65_536
+    ) -> Generator["ColumnCopy", None, None]:
+        """This copy with ``newer``'s rows in place of its own (rows saved since), in key
+        order, about ``rows`` of this copy at a time with the rows of ``newer`` that fall
+        among them: what :meth:`write_parts` writes without holding the merged copy."""
         import numpy as np
         import pyarrow as pa
 
-        replaced = newer.find(self.hi, self.lo) >= 0
-        kept = self.table.filter(pa.array(~replaced))
-        both = pa.concat_tables([kept, newer.table]).combine_chunks()
-        order = np.lexsort((_halves(both, "key_lo"), _halves(both, "key_hi")))
-        return ColumnCopy(both.take(pa.array(order)), newer.revision, self.generation)
+        mine_hi, mine_lo = self.hi, self.lo
+        new_hi, new_lo = newer.hi, newer.lo
+        replaced = newer.find(mine_hi, mine_lo) >= 0
+        taken = 0  # newer's rows already given
+        for start in range(0, max(len(mine_hi), 1), rows):
+            end = min(start + rows, len(mine_hi))
+            if end < len(mine_hi):  # newer's rows before this copy's row ``end``
+                upto = int(np.searchsorted(new_hi, mine_hi[end], side="left"))
+                while (
+                    upto < len(new_hi)
+                    and new_hi[upto] == mine_hi[end]
+                    and new_lo[upto] < mine_lo[end]
+                ):
+                    upto += 1  # the same first half: the second decides
+            else:
+                upto = len(new_hi)
+            kept = self.table.slice(start, end - start).filter(pa.array(~replaced[start:end]))
+            both = pa.concat_tables([kept, newer.table.slice(taken, upto - taken)])
+            both = both.combine_chunks()
+            taken = upto
+            order = np.lexsort((_halves(both, "key_lo"), _halves(both, "key_hi")))
+            yield ColumnCopy(both.take(pa.array(order)), newer.revision, self.generation)
 
     def rows(self, at: "np.ndarray") -> dict[str, "pa.Array"]:
         """The stored columns of rows ``at`` (no key), typed as fetched from SQL."""

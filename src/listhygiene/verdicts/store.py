@@ -480,26 +480,23 @@ class VerdictStore:
                     copy, since = copies
                     if since.table.num_rows <= COPY_MERGE_SHARE * copy.table.num_rows:
                         return  # lookups read so few rows saved since through the index
-                    fresh = copy.merged(since)
-                    if self._counters(conn)[1] != generation:
-                        return  # pruned or forgotten meanwhile: the next run makes it again
-                    try:
-                        fresh.write(path)
-                    except OSError as exc:
-                        _not_written(path, exc)
-                        return
-                    self._copy, self._since_copy = fresh, None
-                    return
-                # the whole table, written a part at a time as it is read: in key order, so
-                # making the copy holds one part, not the copy (docs/pipeline.md, "Verdict store
-                # speed"). A row saved meanwhile may come in too: its revision is past the
-                # copy's, so the next lookups read it again from SQL, as they would without.
+                    # the copy with the rows saved since in place of its own
+                    parts = copy.merged_parts(since)
+                    made_at = since.revision
+                else:
+                    # the whole table: in key order (it is stored by its key), so no sort. A
+                    # row saved meanwhile may come in too: its revision is past the copy's, so
+                    # the next lookups read it again from SQL, as they would without.
+                    parts = self._compact_parts(conn, after=-1, upto=revision)
+                    made_at = revision
+                # either is written a part at a time as it is made: the new copy is never held
+                # whole (docs/pipeline.md, "Verdict store speed")
                 try:
-                    with closing(self._compact_parts(conn, after=-1, upto=revision)) as parts:
+                    with closing(parts):
                         written = ColumnCopy.write_parts(
                             path,
                             parts,
-                            revision=revision,
+                            revision=made_at,
                             generation=generation,
                             unchanged=lambda: self._counters(conn)[1] == generation,
                         )
