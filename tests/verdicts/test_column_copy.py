@@ -231,7 +231,7 @@ def test_a_copy_of_the_whole_store_is_written_a_part_at_a_time(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the table is stored in key order, so each part read goes to the file before the next is
-    # read: making a copy holds one part, not the copy (~55 bytes a verdict of a 5,000,000
+    # read: making a copy holds one part, not the copy (~55 bytes a verdict of a 2,500,000
     # verdict store, twice over while it was sorted)
     import listhygiene.verdicts.store as store_module
 

@@ -190,7 +190,7 @@ class RunVerdicts:
 
     def looked_up(self) -> None:
         """The run's lookups are done: the store's column copy is unmapped, so that its pages
-        (up to ~250 MB for a big store) are not held through verifying, writing and the
+        (up to ~135 MB for a big store) are not held through verifying, writing and the
         checks."""
         self.store.release_copy()
 

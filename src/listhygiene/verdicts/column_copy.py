@@ -12,7 +12,7 @@ brings the copy up to date after its last save (``VerdictStore.refresh_copy``). 
 than :data:`COPY_LIMIT` verdicts has no copy: the mapped file would count in a run's memory.
 
 A key whose first 64 bits another key of the copy shares may be missed; its address is then
-verified again (never given a wrong verdict). With 5,000,000 keys the odds are below one in a
+verified again (never given a wrong verdict). With 2,500,000 keys the odds are below one in a
 million.
 """
 
@@ -32,8 +32,11 @@ __all__ = ["COPY_LIMIT", "SUFFIX", "ColumnCopy", "digests_as_keys", "look_up"]
 
 log = logging.getLogger(__name__)
 
-#: The most verdicts a store's copy holds (~250 MB mapped); a bigger store is looked up in SQL.
-COPY_LIMIT = 5_000_000
+#: The most verdicts a store's copy holds (~135 MB mapped); a bigger store is looked up in SQL.
+#: A run's lookups touch every page of the copy, which counts in its memory: at 4,900,000
+#: verdicts a nightly run peaked at 1,078-1,097 MiB with a copy, 848-910 MiB without, and at
+#: 2,450,000 at 828-863 MiB with one (docs/pipeline.md, "Verdict store speed").
+COPY_LIMIT = 2_500_000
 #: The copy's file: the SQLite file's name with this after it.
 SUFFIX = ".columns"
 _FORMAT = b"1"
