@@ -151,10 +151,10 @@ class ColumnCopy:
         unchanged: Callable[[], bool],
     ) -> "ColumnCopy | None":
         """Write a copy made of ``parts``, each in key order and after the one before, a part
-        at a time (a file of this process, then a rename, as :meth:`write`); the copy,
-        memory-mapped. None, and nothing written, when ``unchanged()`` says otherwise once
-        every part is written (the store was pruned or forgotten meanwhile). Raises
-        :class:`ValueError` on a part out of key order."""
+        at a time, whole or not at all (a file of this process, then a rename: other processes
+        may be reading the one it replaces); the copy, memory-mapped. None, and nothing
+        written, when ``unchanged()`` says otherwise once every part is written (the store was
+        pruned or forgotten meanwhile). Raises :class:`ValueError` on a part out of key order."""
         import pyarrow as pa
 
         schema = cls.from_rows(_no_rows(), revision=revision, generation=generation).table.schema
@@ -177,20 +177,6 @@ class ColumnCopy:
         finally:
             tmp.unlink(missing_ok=True)
         return cls.open(path)
-
-    def write(self, path: Path) -> None:
-        """Write the copy to ``path`` whole or not at all (a file of this process, then a
-        rename): other processes may be reading the one it replaces."""
-        import pyarrow as pa
-
-        table = self.table.replace_schema_metadata(_metadata(self.revision, self.generation))
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        try:
-            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
-                out.write_table(table)
-            tmp.replace(path)
-        finally:
-            tmp.unlink(missing_ok=True)
 
     def find(self, hi: "np.ndarray", lo: "np.ndarray") -> "np.ndarray":
         """Each key's row in the copy, or -1."""
