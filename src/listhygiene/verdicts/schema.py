@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 from listhygiene.db import migrate
 
 __all__ = [
+    "HEAD_REVISION",
     "VERSION_TABLE",
     "disposable_hosts",
     "domains",
@@ -32,6 +33,9 @@ __all__ = [
 ]
 
 VERSION_TABLE = "listhygiene_verdicts_version"
+#: The newest migration in ``migrations/versions``: a store at it opens without Alembic
+#: (``listhygiene.db.migrate``). A new migration moves it; a test checks it against the scripts.
+HEAD_REVISION = "0005"
 _MIGRATIONS = Path(__file__).with_name("migrations")
 _LOCK_KEY = 0x6C68_7665_7264_6963  # "lhverdic": pg_advisory_xact_lock while migrating
 
@@ -109,4 +113,10 @@ events = sa.Table(
 
 def upgrade(engine: Engine) -> None:
     """Bring the store to the newest schema; safe when several processes start at once."""
-    migrate.upgrade(engine, script_location=_MIGRATIONS, lock_key=_LOCK_KEY)
+    migrate.upgrade(
+        engine,
+        script_location=_MIGRATIONS,
+        lock_key=_LOCK_KEY,
+        version_table=VERSION_TABLE,
+        head=HEAD_REVISION,
+    )
