@@ -80,6 +80,13 @@ def no_smtp(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     generated = generate_world(
         args.seed, domains=min(2000, counts["distinct"]), addresses=counts["distinct"] + extra
     )
+    if args.dns_latency_ms:  # a resolver as far away as a real one
+        slow = {
+            name: spec.model_copy(update={"dns_latency_ms": args.dns_latency_ms})
+            for name, spec in generated.world.domains.items()
+        }
+        world = generated.world.model_copy(update={"domains": slow})
+        generated = dataclasses.replace(generated, world=world)
     world_path = tmp / "world.json"
     generated.write(world_path)
     first = dataclasses.replace(generated, addresses=generated.addresses[: counts["distinct"]])
@@ -325,6 +332,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", action="store_true", help="the store alone, no pipeline")
     parser.add_argument("--count", type=int, default=700_000, help="verdicts, with --store")
     parser.add_argument("--backends", default="sqlite,postgresql", help="with --store")
+    parser.add_argument(
+        "--dns-latency-ms",
+        type=int,
+        default=0,
+        help="each domain's DNS answers this late (the sandbox answers at once by default)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.store:
