@@ -381,16 +381,10 @@ class Run:
         if self.memory is not None and pending:
             self.memory.prepare(pending)
             for addresses in tables.addresses(PENDING, _REUSE_BATCH):
-                # in a thread, so that the backend starts on the addresses left (their
-                # domains' DNS) while the next ones are looked up
-                left = await asyncio.to_thread(
-                    self.memory.reuse, work, addresses, check_smtp=bool(self.check_smtp)
-                )
-                backend.foresee(left)
+                self.memory.reuse(work, addresses, check_smtp=bool(self.check_smtp))
             self.memory.looked_up()
-            # what the store did not answer, asked in a thread: the DNS foreseen goes on
-            await asyncio.to_thread(work.flush)
-            pending = await asyncio.to_thread(tables.pending)
+            work.flush()
+            pending = tables.pending()  # what the store did not answer
         self.counters["reused"] = distinct - pending
         self.counters["verified"] = pending
         if pending:

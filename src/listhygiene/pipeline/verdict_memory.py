@@ -109,17 +109,17 @@ class RunVerdicts:
         if pending is not None:
             pending.result()
 
-    def reuse(self, work: "WorkDir", missing: "pa.Array", *, check_smtp: bool) -> "pa.Array":
-        """Take the fresh stored verdicts of ``missing`` as results; the addresses left to
-        verify. With ``fresh`` nothing is reused, but the stored statuses are still kept for
-        ``changed``."""
+    def reuse(self, work: "WorkDir", missing: "pa.Array", *, check_smtp: bool) -> int:
+        """Take the fresh stored verdicts of ``missing`` as results; how many were taken (the
+        work folder's pending addresses say what is left). With ``fresh`` nothing is reused,
+        but the stored statuses are still kept for ``changed``."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         from listhygiene.results import arrow_schema
 
         if not len(missing):
-            return missing
+            return 0
         stored = self.store.fetch(missing)
         if self.fresh:
             reusable = pa.array([False] * stored.num_rows, pa.bool_())
@@ -147,9 +147,7 @@ class RunVerdicts:
         # the reused results' part is written while the next addresses are looked up; the
         # caller waits for it (``work.flush()``) before asking what is left to verify
         work.save(wait=False)
-        if not reused.num_rows:
-            return missing
-        return pc.filter(missing, pc.invert(pc.is_in(missing, value_set=reused.column(KEY))))
+        return int(reused.num_rows)
 
     # -- feedback --------------------------------------------------------------------------------
 

@@ -93,11 +93,6 @@ class Backend(ABC):
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
 
-    def foresee(self, addresses: "pa.Array") -> None:  # noqa: B027 - optional hook
-        """``addresses`` will be submitted soon: start on what they need that costs nothing
-        more when they are (the local engine: their domains' DNS). Called from the event
-        loop."""
-
     async def ensure_credits(self, needed: int) -> None:  # noqa: B027 - optional hook
         """Raise, before anything is submitted, when ``needed`` verifications cannot be paid."""
 

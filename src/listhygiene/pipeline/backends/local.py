@@ -6,7 +6,6 @@ so the run saves them as they come (docs/pipeline.md, "How a run is built").
 """
 
 import asyncio
-import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping
@@ -20,8 +19,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["LocalBackend"]
-
-log = logging.getLogger(__name__)
 
 
 class LocalBackend(Backend):
@@ -40,40 +37,9 @@ class LocalBackend(Backend):
         self._jobs: dict[str, pa.Array] = {}
         self.flush_every = flush_every
         self.flush_seconds = flush_seconds
-        #: the domain lookups started for addresses not yet submitted (``foresee``)
-        self._foreseen: set[asyncio.Task[object]] = set()
 
     async def aclose(self) -> None:
-        for task in self._foreseen:
-            task.cancel()
-        await asyncio.gather(*self._foreseen, return_exceptions=True)
         await self.engine.aclose()
-
-    def foresee(self, addresses: "pa.Array") -> None:
-        """Look up the domains of ``addresses`` now, as their verification will (the same
-        question in the same lane, so it finds the answers cached or in flight): a run that
-        reuses stored verdicts learns what is left batch by batch, and the DNS of each batch's
-        new addresses overlaps the next batch's lookups (docs/pipeline.md, "Nightly reruns")."""
-        import pyarrow.compute as pc
-
-        from listhygiene.engine.syntax import parse_columns
-
-        if not len(addresses):
-            return
-        domains = pc.unique(parse_columns(addresses)["domain"].drop_null()).to_pylist()
-        if not domains:
-            return
-        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(
-            self.engine.domain_facts(domains)
-        )
-        self._foreseen.add(task)
-        task.add_done_callback(self._settle_foreseen)
-
-    def _settle_foreseen(self, task: "asyncio.Task[object]") -> None:
-        self._foreseen.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            # verification asks again and meets the failure itself: nothing is lost here
-            log.debug("looking up domains ahead failed: %r", task.exception())
 
     async def submit(self, addresses: "pa.Array", *, check_smtp: bool) -> JobRef:
         job = JobRef(self.name, uuid.uuid4().hex, len(addresses), check_smtp)
