@@ -109,10 +109,13 @@ class RunVerdicts:
         if pending is not None:
             pending.result()
 
-    def reuse(self, work: "WorkDir", missing: "pa.Array", *, check_smtp: bool) -> int:
+    def reuse(
+        self, work: "WorkDir", missing: "pa.Array", *, check_smtp: bool, keys: bytes | None = None
+    ) -> int:
         """Take the fresh stored verdicts of ``missing`` as results; how many were taken (the
         work folder's pending addresses say what is left). With ``fresh`` nothing is reused,
-        but the stored statuses are still kept for ``changed``."""
+        but the stored statuses are still kept for ``changed``. ``keys``: the addresses' keys
+        from ``VerdictStore.keyed_batches``."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -120,7 +123,7 @@ class RunVerdicts:
 
         if not len(missing):
             return 0
-        stored = self.store.fetch(missing)
+        stored = self.store.fetch(missing, keys=keys)
         if self.fresh:
             reusable = pa.array([False] * stored.num_rows, pa.bool_())
         else:

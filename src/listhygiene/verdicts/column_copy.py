@@ -56,15 +56,15 @@ _TYPES = {
 }
 
 
-def digests_as_keys(digests: list[bytes]) -> tuple["np.ndarray", "np.ndarray"]:
-    """16-byte digests as the copy's key halves (big-endian, so that their order is the
-    digests' order, and the hex keys' order in SQL)."""
+def digests_as_keys(digests: bytes) -> tuple["np.ndarray", "np.ndarray"]:
+    """16-byte digests end to end as the copy's key halves (big-endian, so that their order is
+    the digests' order, and the hex keys' order in SQL)."""
     import numpy as np
 
     if not digests:
         empty = np.zeros(0, np.uint64)
         return empty, empty
-    halves = np.frombuffer(b"".join(digests), dtype=">u8").reshape(-1, 2)
+    halves = np.frombuffer(digests, dtype=">u8").reshape(-1, 2)
     return halves[:, 0].astype(np.uint64), halves[:, 1].astype(np.uint64)
 
 

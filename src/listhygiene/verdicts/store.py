@@ -49,6 +49,7 @@ from listhygiene.verdicts.column_copy import (
     digests_as_keys,
     look_up,
 )
+from listhygiene.verdicts.hashing import DIGEST, digest_bytes, hashed_ahead
 from listhygiene.verdicts.schema import (
     disposable_hosts,
     domains,
@@ -293,44 +294,54 @@ class VerdictStore:
             out.append(digest.hexdigest())
         return out
 
-    def digests(self, addresses: "pa.Array") -> list[bytes]:
-        """The keys of ``addresses`` (an Arrow string array) as bytes: what :meth:`hashes`
-        gives in hex. Arrow's strings are UTF-8 already, so their bytes are hashed as they
-        are, without a Python string each."""
-        import pyarrow as pa
-
-        copy = self._keyed.copy
-        out: list[bytes] = []
-        keep = out.append
-        for encoded in addresses.cast(pa.binary()).to_pylist():
-            digest = copy()
-            digest.update(encoded)
-            keep(digest.digest())
-        return out
+    def keyed_batches(
+        self, batches: Iterable["pa.Array"], *, total: int
+    ) -> Iterator[tuple["pa.Array", bytes | None]]:
+        """Each of ``batches`` (distinct, non-empty addresses; ``total`` of them in all) with
+        their keys for :meth:`fetch`, the next batch hashed in a child process while this one
+        is looked up (``hashing.py``); None while the store is empty, which a lookup needs no
+        key for."""
+        with self._errors(), self.engine.connect() as conn:
+            empty = conn.execute(sa.select(verdicts.c.key).limit(1)).first() is None
+        if empty:
+            for batch in batches:
+                yield batch, None
+            return
+        yield from hashed_ahead(self._key, batches, total=total)
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def fetch(self, addresses: "pa.Array") -> "pa.Table":
+    def fetch(self, addresses: "pa.Array", *, keys: bytes | None = None) -> "pa.Table":
         """What the store holds of ``addresses`` (distinct, normalised): a table of the
         pipeline's results (``_address`` and the internal result columns, ``email`` the
-        address) with ``checked_at`` (Unix seconds); addresses it does not know are absent."""
+        address) with ``checked_at`` (Unix seconds); addresses it does not know are absent.
+        ``keys``: the addresses' keys from :meth:`keyed_batches` (the addresses then distinct
+        and non-empty), else they are hashed here."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         from listhygiene.results import EXTRA_FIELDS, KEY, arrow_schema, no_evidence
 
-        # an address asked twice is found once
-        wanted = pc.unique(pc.filter(addresses, pc.fill_null(pc.not_equal(addresses, ""), False)))
+        if keys is None:  # an address asked twice is found once
+            wanted = pc.unique(
+                pc.filter(addresses, pc.fill_null(pc.not_equal(addresses, ""), False))
+            )
+        else:
+            wanted = addresses
         at: pa.Array = pa.array([], pa.int64())  # each found row's address: its index in wanted
         column = _columns([])
         with self._errors(), self.engine.connect() as conn:
             empty = conn.execute(sa.select(verdicts.c.key).limit(1)).first() is None
             copies = None if empty else self._current_copy(conn)
+            if not empty and keys is None:  # a first cleaning hashes each address when saved
+                keys = digest_bytes(self._keyed, wanted)
             if copies is not None:
-                keys = digests_as_keys(self.digests(wanted))
-                at, column = look_up(*copies, *keys)
-            elif not empty:  # a first cleaning hashes each address once, when it is saved
-                hashed = pa.array(self.hashes(wanted.to_pylist()), pa.string())
+                assert keys is not None
+                at, column = look_up(*copies, *digests_as_keys(keys))
+            elif not empty:
+                assert keys is not None
+                hexes = [keys[i : i + DIGEST].hex() for i in range(0, len(keys), DIGEST)]
+                hashed = pa.array(hexes, pa.string())
                 in_order = pc.take(hashed, pc.sort_indices(hashed)).to_pylist()
                 column = self._lookup(conn, in_order)
                 at = pc.index_in(column["key"], value_set=hashed)

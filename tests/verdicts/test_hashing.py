@@ -1,0 +1,145 @@
+"""Keys hashed one batch ahead in a child process (``verdicts/hashing.py``): the same keys as the
+store's own, the next batch sent before this one is given, and a child that fails costs
+nothing but the time."""
+
+import hashlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from listhygiene.verdicts import VerdictStore, hashing
+from listhygiene.verdicts.hashing import AHEAD_MIN, DIGEST, digest_bytes, hashed_ahead
+
+KEY = bytes(range(32))
+
+
+def batches(count: int, size: int) -> list[pa.Array]:
+    # sliced out of one array: a batch's offsets do not start at 0
+    whole = pa.array([f"user{i}@domain{i % 97}.example" for i in range(count * size)])
+    return [whole.slice(i * size, size) for i in range(count)]
+
+
+def expected(batch: pa.Array) -> bytes:
+    keyed = hashlib.blake2b(key=KEY, digest_size=DIGEST)
+    return b"".join(_copy_update(keyed, address.encode()).digest() for address in batch.to_pylist())
+
+
+def _copy_update(keyed: "hashlib.blake2b", data: bytes) -> "hashlib.blake2b":
+    one = keyed.copy()
+    one.update(data)
+    return one
+
+
+def test_the_childs_keys_are_the_stores_own(tmp_path: Path) -> None:
+    with VerdictStore(f"sqlite:///{tmp_path / 'v.sqlite'}", pepper="pepper") as store:
+        given = batches(3, AHEAD_MIN // 2)
+        hexes = []
+        for _, keys in hashed_ahead(store._key, given, total=AHEAD_MIN * 3 // 2):
+            hexes += [keys[i : i + DIGEST].hex() for i in range(0, len(keys), DIGEST)]
+        assert hexes == store.hashes(pa.concat_arrays(given).to_pylist())
+
+
+def test_the_next_batch_is_sent_to_the_child_before_this_one_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[int] = []
+    send = hashing._Child.send
+
+    def recording(child: hashing._Child, batch: pa.Array) -> bool:
+        sent.append(len(sent))
+        return send(child, batch)
+
+    monkeypatch.setattr(hashing._Child, "send", recording)
+    given = batches(3, 1000)
+    for index, (batch, keys) in enumerate(hashed_ahead(KEY, given, total=AHEAD_MIN)):
+        assert batch is given[index]
+        assert keys == expected(batch)
+        # while the caller works on batch ``index``, batch ``index + 1`` is being hashed
+        assert len(sent) == min(index + 2, len(given))
+
+
+def test_a_small_run_hashes_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_child(*args: object) -> None:
+        raise AssertionError("a child was started")
+
+    monkeypatch.setattr(hashing._Child, "__init__", no_child)
+    given = batches(2, 10)
+    assert [k for _, k in hashed_ahead(KEY, given, total=AHEAD_MIN - 1)] == [
+        expected(b) for b in given
+    ]
+
+
+def test_a_child_that_dies_leaves_the_keys_to_this_process(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    children: list[hashing._Child] = []
+    start = hashing._Child.__init__
+
+    def recording(child: hashing._Child, key: bytes) -> None:
+        start(child, key)
+        children.append(child)
+
+    monkeypatch.setattr(hashing._Child, "__init__", recording)
+    given = batches(4, 1000)
+    found: Iterator[tuple[pa.Array, bytes]] = hashed_ahead(KEY, given, total=AHEAD_MIN)
+    first_batch, first_keys = next(found)
+    assert first_keys == expected(first_batch)
+    (child,) = children
+    assert child.process is not None
+    os.kill(child.process.pid, signal.SIGKILL)
+    child.process.wait()
+    rest = list(found)
+    assert [k for _, k in rest] == [expected(b) for b in given[1:]]
+    assert "the hashing child failed" in caplog.text
+    assert child.process.poll() is not None
+
+
+def test_digest_bytes_are_the_stores_hashes(tmp_path: Path) -> None:
+    with VerdictStore(f"sqlite:///{tmp_path / 'v.sqlite'}", pepper="pepper") as store:
+        addresses = pa.array(["ana@acme.test", "ßtraße@ünï.test", "b@b.test"])
+        keys = digest_bytes(store._keyed, addresses)
+        hexes = [keys[i : i + DIGEST].hex() for i in range(0, len(keys), DIGEST)]
+        assert hexes == store.hashes(addresses.to_pylist())
+
+
+def test_a_store_gives_no_keys_while_empty_and_its_own_once_it_is_not(tmp_path: Path) -> None:
+    from listhygiene.statuses import MailboxOutcome
+    from tests.verdicts.test_store import result, table
+
+    with VerdictStore(f"sqlite:///{tmp_path / 'v.sqlite'}", pepper="pepper") as store:
+        given = batches(2, 5)
+        # a first cleaning looks nothing up, so it hashes nothing
+        assert [k for _, k in store.keyed_batches(given, total=10)] == [None, None]
+        store.save(
+            table(("a@acme.com", result("a@acme.com", MailboxOutcome.ACCEPTED))), backend="local"
+        )
+        keyed = list(store.keyed_batches(given, total=10))
+        assert [b for b, _ in keyed] == given
+        assert [k for _, k in keyed] == [
+            digest_bytes(hashlib.blake2b(key=store._key, digest_size=DIGEST), b) for b in given
+        ]
+        # and a lookup with them finds what one without them finds
+        found = pa.array(["a@acme.com", "b@acme.com"])
+        keys = digest_bytes(store._keyed, found)
+        assert store.fetch(found, keys=keys).to_pylist() == store.fetch(found).to_pylist()
+
+
+def test_a_run_stopped_midway_leaves_no_child_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    children: list[hashing._Child] = []
+    start = hashing._Child.__init__
+
+    def recording(child: hashing._Child, key: bytes) -> None:
+        start(child, key)
+        children.append(child)
+
+    monkeypatch.setattr(hashing._Child, "__init__", recording)
+    found = hashed_ahead(KEY, batches(4, 50_000), total=AHEAD_MIN)
+    next(found)  # the second batch is in the child's hands, its answer unread
+    found.close()
+    (child,) = children
+    assert child.process is not None
+    assert child.process.poll() is not None
