@@ -34,6 +34,20 @@ def _copy_update(keyed: "hashlib.blake2b", data: bytes) -> "hashlib.blake2b":
     return one
 
 
+@pytest.fixture
+def children(monkeypatch: pytest.MonkeyPatch) -> list[hashing._Child]:
+    """The hashing children started, as they are."""
+    started: list[hashing._Child] = []
+    start = hashing._Child.__init__
+
+    def recording(child: hashing._Child, key: bytes) -> None:
+        start(child, key)
+        started.append(child)
+
+    monkeypatch.setattr(hashing._Child, "__init__", recording)
+    return started
+
+
 def test_the_childs_keys_are_the_stores_own(tmp_path: Path) -> None:
     with VerdictStore(f"sqlite:///{tmp_path / 'v.sqlite'}", pepper="pepper") as store:
         given = batches(3, AHEAD_MIN // 2)
@@ -74,16 +88,8 @@ def test_a_small_run_hashes_in_this_process(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_a_child_that_dies_leaves_the_keys_to_this_process(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    children: list[hashing._Child], caplog: pytest.LogCaptureFixture
 ) -> None:
-    children: list[hashing._Child] = []
-    start = hashing._Child.__init__
-
-    def recording(child: hashing._Child, key: bytes) -> None:
-        start(child, key)
-        children.append(child)
-
-    monkeypatch.setattr(hashing._Child, "__init__", recording)
     given = batches(4, 1000)
     found: Iterator[tuple[pa.Array, bytes]] = hashed_ahead(KEY, given, total=AHEAD_MIN)
     first_batch, first_keys = next(found)
@@ -128,15 +134,7 @@ def test_a_store_gives_no_keys_while_empty_and_its_own_once_it_is_not(tmp_path: 
         assert store.fetch(found, keys=keys).to_pylist() == store.fetch(found).to_pylist()
 
 
-def test_a_run_stopped_midway_leaves_no_child_behind(monkeypatch: pytest.MonkeyPatch) -> None:
-    children: list[hashing._Child] = []
-    start = hashing._Child.__init__
-
-    def recording(child: hashing._Child, key: bytes) -> None:
-        start(child, key)
-        children.append(child)
-
-    monkeypatch.setattr(hashing._Child, "__init__", recording)
+def test_a_run_stopped_midway_leaves_no_child_behind(children: list[hashing._Child]) -> None:
     found = hashed_ahead(KEY, batches(4, 50_000), total=AHEAD_MIN)
     next(found)  # the second batch is in the child's hands, its answer unread
     found.close()
