@@ -395,6 +395,18 @@ class VerdictStore:
     def _current_copy(self, conn: sa.Connection) -> "tuple[ColumnCopy, ColumnCopy] | None":
         """The column copy this store's lookups may use and the rows saved since it was made,
         or None (not SQLite, no copy, or one of another generation)."""
+        copy = self._usable_copy(conn)
+        if copy is None:
+            return None
+        revision = self._counters(conn)[0]
+        since = self._since_copy
+        if since is None or since.revision != revision:
+            since = self._copy_of_rows(conn, after=copy.revision, upto=revision)
+            self._since_copy = since
+        return copy, since
+
+    def _usable_copy(self, conn: sa.Connection) -> ColumnCopy | None:
+        """The column copy of this store's generation, without the rows saved since."""
         if self._copy_path is None:
             return None
         revision, generation = self._counters(conn)
@@ -405,11 +417,7 @@ class VerdictStore:
                 self._copy = self._since_copy = None
                 return None
             self._copy, self._since_copy = copy, None
-        since = self._since_copy
-        if since is None or since.revision != revision:
-            since = self._copy_of_rows(conn, after=copy.revision, upto=revision)
-            self._since_copy = since
-        return copy, since
+        return copy
 
     def release_copy(self) -> None:
         """Let go of the column copy's mapped pages (they count in the process's resident
@@ -486,12 +494,17 @@ class VerdictStore:
                     revision, generation = self._counters(conn)
             assert generation is not None  # made just above
             with self.engine.connect() as conn:
-                copies = self._current_copy(conn)
-                if copies is not None:
-                    copy, since = copies
-                    if since.table.num_rows <= COPY_MERGE_SHARE * copy.table.num_rows:
+                copy = self._usable_copy(conn)
+                if copy is not None:
+                    newer = conn.execute(
+                        sa.select(sa.func.count())
+                        .select_from(verdicts)
+                        .where(verdicts.c.revision > copy.revision)
+                    ).scalar_one()
+                    if newer <= COPY_MERGE_SHARE * copy.table.num_rows:
                         return  # lookups read so few rows saved since through the index
                     # the copy with the rows saved since in place of its own
+                    since = self._copy_of_rows(conn, after=copy.revision, upto=revision)
                     parts = copy.merged_parts(since)
                     made_at = since.revision
                 else:
