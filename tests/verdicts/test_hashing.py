@@ -141,3 +141,13 @@ def test_a_run_stopped_midway_leaves_no_child_behind(children: list[hashing._Chi
     (child,) = children
     assert child.process is not None
     assert child.process.poll() is not None
+
+
+@pytest.mark.parametrize("executable", ["", None])
+def test_without_a_python_to_start_the_keys_are_hashed_here(
+    monkeypatch: pytest.MonkeyPatch, executable: str | None
+) -> None:
+    # what sys.executable is when Python cannot tell (an embedded interpreter)
+    monkeypatch.setattr(hashing.sys, "executable", executable)
+    given = batches(3, 100)
+    assert [k for _, k in hashed_ahead(KEY, given, total=AHEAD_MIN)] == [expected(b) for b in given]

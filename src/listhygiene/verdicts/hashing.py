@@ -115,15 +115,19 @@ class _Child:
     def __init__(self, key: bytes) -> None:
         self.failed = False
         self._unread = 0  # batches sent whose answer was not read
+        self.process: subprocess.Popen[bytes] | None = None
+        if not sys.executable:  # an embedded interpreter: no Python to start
+            self.failed = True
+            return
         try:
-            self.process: subprocess.Popen[bytes] | None = subprocess.Popen(
+            self.process = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", _CHILD],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             log.warning("hashing in this process: no child process (%s)", exc)
-            self.process, self.failed = None, True
+            self.failed = True
             return
         self._requests: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._writer = threading.Thread(target=self._write, name="verdict-keys", daemon=True)
