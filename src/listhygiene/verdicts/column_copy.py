@@ -182,21 +182,28 @@ class ColumnCopy:
         """Each key's row in the copy, or -1."""
         import numpy as np
 
-        mine_hi, mine_lo = self.hi, self.lo
         found = np.full(len(hi), -1, np.int64)
-        if not len(mine_hi):
-            return found
-        # the keys searched in order: each search then reads the pages near the last one's, a
-        # fifth of the time of searching hashes in the order they come (docs/pipeline.md,
-        # "Nightly reruns")
+        keys, rows = self.matches(hi, lo)
+        found[keys] = rows
+        return found
+
+    def matches(self, hi: "np.ndarray", lo: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+        """The keys found (their indices in ``hi``/``lo``) and their rows in the copy, in the
+        copy's order. The keys are searched in order: each search then reads the pages near
+        the last one's, and the rows are taken in order (a fifth of the time of searching and
+        taking in the order the hashes come; docs/pipeline.md, "Nightly reruns")."""
+        import numpy as np
+
+        mine_hi, mine_lo = self.hi, self.lo
+        if not len(mine_hi) or not len(hi):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
         order = np.argsort(hi)
         hi, lo = hi[order], lo[order]
         at = np.searchsorted(mine_hi, hi)
         inside = at < len(mine_hi)
         at = np.where(inside, at, 0)
         hit = inside & (mine_hi[at] == hi) & (mine_lo[at] == lo)
-        found[order] = np.where(hit, at, -1)
-        return found
+        return order[hit].astype(np.int64), at[hit].astype(np.int64)
 
     def merged_parts(
         self, newer: "ColumnCopy", rows: int = 65_536
@@ -278,10 +285,13 @@ def look_up(
     import numpy as np
     import pyarrow as pa
 
-    in_since = since.find(hi, lo)
-    in_copy = np.where(in_since >= 0, -1, copy.find(hi, lo))
-    from_copy = np.flatnonzero(in_copy >= 0)
-    from_since = np.flatnonzero(in_since >= 0)
-    parts = [copy.rows(in_copy[from_copy]), since.rows(in_since[from_since])]
+    from_since, since_rows = since.matches(hi, lo)
+    from_copy, copy_rows = copy.matches(hi, lo)
+    if len(from_since):  # a row saved since stands over the copy's own
+        newer = np.zeros(len(hi), np.bool_)
+        newer[from_since] = True
+        older = ~newer[from_copy]
+        from_copy, copy_rows = from_copy[older], copy_rows[older]
+    parts = [copy.rows(copy_rows), since.rows(since_rows)]
     columns = {name: pa.concat_arrays([part[name] for part in parts]) for name in parts[0]}
     return pa.array(np.concatenate([from_copy, from_since]), pa.int64()), columns
