@@ -326,3 +326,30 @@ def test_merging_the_rows_saved_since_gives_them_in_key_order_part_by_part() -> 
         assert status[(int(raw[0]), int(raw[1]))] == 2
     assert sum(s == 1 for s in status.values()) == 100 - len(replacing)
     assert all(part.revision == 2 and part.generation == "g" for part in parts)
+
+
+def test_keys_are_matched_with_their_rows_in_the_copys_order() -> None:
+    # a lookup takes its rows in the copy's order, whatever order the addresses came in; a
+    # key the copy lacks is not matched, and a row saved since stands over the copy's own
+    import numpy as np
+
+    from listhygiene.verdicts.column_copy import digests_as_keys, look_up
+
+    stored = sorted(hex_key(i) for i in range(50))
+    copy = ColumnCopy.from_rows(copy_columns(stored), revision=1, generation="g")
+    asked = [hex_key(i) for i in (40, 3, 77, 12, 29, 0)]  # 77 is not stored
+    hi, lo = digests_as_keys(b"".join(bytes.fromhex(k) for k in asked))
+    keys, rows = copy.matches(hi, lo)
+    assert list(rows) == sorted(rows)
+    assert sorted(asked[k] for k in keys) == sorted(k for k in asked if k != hex_key(77))
+    assert [stored[r] for r in rows] == [asked[k] for k in keys]
+    assert list(copy.find(hi, lo) >= 0) == [k != hex_key(77) for k in asked]
+
+    columns = copy_columns([hex_key(12)])
+    columns["status"] = pa.array([2])
+    since = ColumnCopy.from_rows(columns, revision=2, generation="g")
+    at, found = look_up(copy, since, hi, lo)
+    status = dict(zip(np.asarray(at).tolist(), found["status"].to_pylist(), strict=True))
+    assert status == {asked.index(k): 1 for k in asked if k not in (hex_key(77), hex_key(12))} | {
+        asked.index(hex_key(12)): 2
+    }
