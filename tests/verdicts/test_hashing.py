@@ -151,3 +151,18 @@ def test_without_a_python_to_start_the_keys_are_hashed_here(
     monkeypatch.setattr(hashing.sys, "executable", executable)
     given = batches(3, 100)
     assert [k for _, k in hashed_ahead(KEY, given, total=AHEAD_MIN)] == [expected(b) for b in given]
+
+
+def test_ctrl_c_is_left_to_the_run(
+    children: list[hashing._Child], caplog: pytest.LogCaptureFixture
+) -> None:
+    # a terminal's Ctrl-C reaches the whole process group: the run decides, the child goes on
+    # until told (no traceback of its own on the user's terminal)
+    given = batches(3, 1000)
+    found = hashed_ahead(KEY, given, total=AHEAD_MIN)
+    next(found)
+    (child,) = children
+    assert child.process is not None
+    os.kill(child.process.pid, signal.SIGINT)
+    assert [k for _, k in found] == [expected(b) for b in given[1:]]
+    assert "the hashing child failed" not in caplog.text

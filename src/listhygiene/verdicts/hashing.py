@@ -36,7 +36,8 @@ AHEAD_MIN = 200_000
 DIGEST = 16
 
 _CHILD = r"""
-import hashlib, struct, sys
+import hashlib, signal, struct, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle: it stops us
 read, write = sys.stdin.buffer.read, sys.stdout.buffer.write
 def exactly(n):
     data = read(n)
