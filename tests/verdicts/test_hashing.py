@@ -128,10 +128,33 @@ def test_a_store_gives_no_keys_while_empty_and_its_own_once_it_is_not(tmp_path: 
         assert [k for _, k in keyed] == [
             digest_bytes(hashlib.blake2b(key=store._key, digest_size=DIGEST), b) for b in given
         ]
-        # and a lookup with them finds what one without them finds
-        found = pa.array(["a@acme.com", "b@acme.com"])
-        keys = digest_bytes(store._keyed, found)
-        assert store.fetch(found, keys=keys).to_pylist() == store.fetch(found).to_pylist()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "sqlite with a column copy"])
+def test_a_lookup_with_the_keys_finds_what_one_without_them_finds(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    from listhygiene.statuses import MailboxOutcome
+    from tests.verdicts.test_store import result, table
+
+    url = (
+        request.getfixturevalue("new_pg_database")()
+        if backend == "postgresql"
+        else f"sqlite:///{tmp_path / 'v.sqlite'}"
+    )
+    with VerdictStore(url, pepper="pepper") as store:
+        saved = [f"{name}@acme.com" for name in ("a", "b", "c")]
+        store.save(
+            table(*((a, result(a, MailboxOutcome.ACCEPTED)) for a in saved)), backend="local"
+        )
+        if backend.endswith("copy"):
+            store.refresh_copy(expected=len(saved))
+            assert store._current_copy(store.engine.connect()) is not None
+        asked = pa.array(["c@acme.com", "nobody@acme.com", "a@acme.com"])
+        keys = digest_bytes(store._keyed, asked)
+        with_keys = store.fetch(asked, keys=keys).sort_by("_address").to_pylist()
+        assert with_keys == store.fetch(asked).sort_by("_address").to_pylist()
+        assert [row["_address"] for row in with_keys] == ["a@acme.com", "c@acme.com"]
 
 
 def test_a_run_stopped_midway_leaves_no_child_behind(children: list[hashing._Child]) -> None:

@@ -380,11 +380,12 @@ class Run:
         pending = tables.pending()
         if self.memory is not None and pending:
             self.memory.prepare(pending)
-            # each batch's keys are hashed in a child process while the one before is looked
-            # up (verdicts/hashing.py)
-            batches = tables.addresses(PENDING, _REUSE_BATCH)
-            for addresses, keys in self.memory.store.keyed_batches(batches, total=pending):
-                self.memory.reuse(work, addresses, keys=keys, check_smtp=bool(self.check_smtp))
+            self.memory.reuse(
+                work,
+                tables.addresses(PENDING, _REUSE_BATCH),
+                total=pending,
+                check_smtp=bool(self.check_smtp),
+            )
             self.memory.looked_up()
             work.flush()
             pending = tables.pending()  # what the store did not answer

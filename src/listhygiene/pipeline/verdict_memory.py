@@ -19,7 +19,7 @@ verified; when the store holds events, the outputs gain the evidence columns.
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -110,12 +110,21 @@ class RunVerdicts:
             pending.result()
 
     def reuse(
-        self, work: "WorkDir", missing: "pa.Array", *, check_smtp: bool, keys: bytes | None = None
+        self, work: "WorkDir", batches: Iterable["pa.Array"], *, total: int, check_smtp: bool
     ) -> int:
-        """Take the fresh stored verdicts of ``missing`` as results; how many were taken (the
-        work folder's pending addresses say what is left). With ``fresh`` nothing is reused,
-        but the stored statuses are still kept for ``changed``. ``keys``: the addresses' keys
-        from ``VerdictStore.keyed_batches``."""
+        """Take the fresh stored verdicts of the addresses of ``batches`` (distinct, non-empty;
+        ``total`` of them) as results; how many were taken (the work folder's pending addresses
+        say what is left). Each batch's keys are hashed in a child process while the one before
+        is looked up (``verdicts/hashing.py``). With ``fresh`` nothing is reused, but the stored
+        statuses are still kept for ``changed``."""
+        taken = 0
+        for addresses, keys in self.store.keyed_batches(batches, total=total):
+            taken += self._reuse(work, addresses, keys, check_smtp=check_smtp)
+        return taken
+
+    def _reuse(
+        self, work: "WorkDir", missing: "pa.Array", keys: bytes | None, *, check_smtp: bool
+    ) -> int:
         import pyarrow as pa
         import pyarrow.compute as pc
 

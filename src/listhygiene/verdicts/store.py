@@ -524,8 +524,10 @@ class VerdictStore:
                             generation=generation,
                             unchanged=lambda: self._counters(conn)[1] == generation,
                         )
-                except (OSError, ValueError) as exc:
-                    _not_written(path, exc)
+                except (OSError, ValueError) as exc:  # the store answers without a copy
+                    log.warning(
+                        "the verdict store's column copy %s could not be written: %s", path, exc
+                    )
                     return
         self._copy, self._since_copy = written, None
 
@@ -771,12 +773,6 @@ def _tune_sqlite(dbapi_connection: Any, _record: Any) -> None:
             cursor.execute(pragma)
     finally:
         cursor.close()
-
-
-def _not_written(path: Path, exc: Exception) -> None:
-    """A column copy that could not be written is a warning, not an error: the store answers
-    without one."""
-    log.warning("the verdict store's column copy %s could not be written: %s", path, exc)
 
 
 def _columns(rows: list[tuple[Any, ...]]) -> dict[str, "pa.Array"]:
