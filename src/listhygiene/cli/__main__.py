@@ -1,3 +1,3 @@
-from listhygiene.cli import main
+from listhygiene.cli import run
 
-main(prog_name="listhygiene")
+run()
