@@ -1,7 +1,9 @@
 """The quality checks pass on a correct output and fail, saying what they found, on each fault."""
 
 import json
+import logging
 import pickle
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -455,6 +457,57 @@ def test_a_thread_warm_up_checks_here(tmp_path: Path) -> None:
         report = check_outputs(files, expected_rows=100, summary_rows=counts(frame), worker=worker)
         assert worker.import_seconds is not None
     assert report.passed, report.as_dict()
+
+
+def test_begun_checks_run_in_the_child_before_anyone_waits_for_them(tmp_path: Path) -> None:
+    # a run begins the checks, then compiles its report's template while they run
+    # (docs/pipeline.md, "Small lists"): the answer is on its way without the call
+    frame = output(60)
+    files, _ = write_outputs(tmp_path, frame)
+    with warm_up() as worker:
+        assert worker.wait_ready()
+        process = worker._process
+        assert process is not None
+        assert process.stdout is not None
+        checked = worker.begin(files, expected_rows=60, summary_rows=counts(frame))
+        readable, _, _ = select.select([process.stdout], [], [], 120)
+        assert readable == [process.stdout]  # the report came without being asked for
+        report = checked()
+    assert report.passed, report.as_dict()
+
+
+def test_checks_begun_after_the_child_died_run_here(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    frame = output(40)
+    frame.loc[3, "score"] = 2.0
+    files, _ = write_outputs(tmp_path, frame)
+    options = {"expected_rows": 40, "summary_rows": counts(frame)}
+    with warm_up() as worker:
+        process = worker._process
+        assert process is not None
+        checked = worker.begin(files, **options)
+        process.kill()  # after the request went, before the answer came
+        process.wait()
+        with caplog.at_level(logging.WARNING, logger="listhygiene.pipeline.quality"):
+            report = checked()
+        died = worker.begin(files, **options)  # and with the child already gone
+        again = died()
+    assert "checking here instead" in caplog.text
+    assert not report.passed
+    assert not again.passed
+    assert [c.details for c in report.checks] == [c.details for c in again.checks]
+
+
+def test_the_report_template_is_compiled_ahead() -> None:
+    from listhygiene.pipeline.publish import prepare_report
+    from listhygiene.pipeline.report import _environment
+
+    _environment.cache_clear()
+    prepare_report()
+    cache = _environment().cache
+    assert cache is not None
+    assert len(cache) == 1  # rendering after the checks compiles nothing
 
 
 def test_the_warm_worker_child_imports_gx_without_what_our_checks_never_use(

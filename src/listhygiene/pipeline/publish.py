@@ -15,7 +15,16 @@ if TYPE_CHECKING:
     from listhygiene.pipeline.outputs import OutputFolder
     from listhygiene.pipeline.quality import QualityReport
 
-__all__ = ["publish"]
+__all__ = ["prepare_report", "publish"]
+
+
+def prepare_report() -> None:
+    """Import the report's renderer and compile its template (~0.1 s): a run calls it while
+    its checks run, so that publishing after them is only the writing (docs/pipeline.md,
+    "Small lists")."""
+    from listhygiene.pipeline.report import prepare
+
+    prepare()
 
 
 def publish(

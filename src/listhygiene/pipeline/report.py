@@ -74,6 +74,11 @@ def render_report(summary: Mapping[str, Any]) -> str:
     return _environment().get_template("report.html.j2").render(view=_view(summary))
 
 
+def prepare() -> None:
+    """Compile the template now (jinja2 keeps it), not when the first report is rendered."""
+    _environment().get_template("report.html.j2")
+
+
 @cache
 def _environment() -> jinja2.Environment:
     environment = jinja2.Environment(

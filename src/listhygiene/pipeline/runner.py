@@ -42,7 +42,7 @@ from listhygiene.pipeline.backends import (
 )
 from listhygiene.pipeline.layout import CHANGED, STATUSES, status_file
 from listhygiene.pipeline.outputs import OutputFolder
-from listhygiene.pipeline.publish import publish
+from listhygiene.pipeline.publish import prepare_report, publish
 from listhygiene.pipeline.quality import default_worker_kind, warm_up
 from listhygiene.pipeline.result import CleanResult
 from listhygiene.pipeline.summary import Summary, run_health, run_politeness, uncertain_credits
@@ -54,6 +54,8 @@ from listhygiene.statuses import TEMPORARY_REASONS, Status
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from listhygiene.pipeline.quality import QualityReport, QualityWorker
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +205,9 @@ class Run:
                 # a core is free (docs/pipeline.md, "Verdict store speed")
                 self.memory.refresh_copy()
             with _timed(self.timings, "quality"):
-                report = self._check(folder, written, rows, worker)
+                checked = self._check(folder, written, rows, worker)
+                prepare_report()  # while the checks run (docs/pipeline.md, "Small lists")
+                report = checked()
             if report.skipped:
                 log.warning("%s", report.skipped)
             self.timings["total"] = time.perf_counter() - started
@@ -488,13 +492,16 @@ class Run:
 
     # -- check -----------------------------------------------------------------------------------
 
-    def _check(self, folder: OutputFolder, written: Written, rows: int, worker: Any) -> Any:
+    def _check(
+        self, folder: OutputFolder, written: Written, rows: int, worker: "QualityWorker"
+    ) -> "Callable[[], QualityReport]":
         """The data-quality checks over every written row, flat in memory, where GX was
-        warmed up (docs/pipeline.md, "Quality checks")."""
+        warmed up (docs/pipeline.md, "Quality checks"): begun, and waited for by calling what
+        this returns."""
         numbers: dict[str, Any] = dict(written.row_numbers)
         if _remote(self.out):  # the row numbers are local, the outputs not: read them here
             numbers = {s: _row_batches(path) for s, path in numbers.items()}
-        return worker.check_outputs(
+        return worker.begin(
             {s: folder.staged(status_file(s)) for s in STATUSES},
             expected_rows=rows,
             summary_rows={s: int(written.by_status[s]) for s in STATUSES},

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
 from listhygiene.pipeline.quality.checks import _check_outputs_here
@@ -148,12 +148,30 @@ class QualityWorker:
     def check_outputs(self, files: Mapping[str, str], **options: Any) -> QualityReport:
         """:func:`~listhygiene.pipeline.quality.check_outputs` where GX was imported; raises
         what it raises."""
-        ready = self.wait_ready()
+        return self.begin(files, **options)()
+
+    def begin(self, files: Mapping[str, str], **options: Any) -> Callable[[], QualityReport]:
+        """:meth:`check_outputs` sent now, waited for later: the child starts on the checks as
+        soon as its import is done, and the run does the rest of its own work meanwhile (the
+        report's template: docs/pipeline.md, "Small lists"). Call what it returns for the
+        report (or the error). In a thread, or with the child gone, the checks run then."""
         process = self._process
-        if ready and process is not None and process.stdin and process.stdout:
+        if process is not None and process.stdin is not None and process.poll() is None:
             try:
                 pickle.dump((dict(files), options), process.stdin)
                 process.stdin.flush()
+            except (OSError, pickle.PickleError) as exc:
+                log.warning("the quality checks' process failed (%s); checking here instead", exc)
+                self.close()
+            else:
+                return lambda: self._answer(files, options)
+        return lambda: self._here(files, options)
+
+    def _answer(self, files: Mapping[str, str], options: dict[str, Any]) -> QualityReport:
+        ready = self.wait_ready()
+        process = self._process
+        if ready and process is not None and process.stdout is not None:
+            try:
                 answer, value = pickle.load(process.stdout)
             except (OSError, EOFError, pickle.PickleError) as exc:
                 log.warning("the quality checks' process failed (%s); checking here instead", exc)
@@ -162,6 +180,10 @@ class QualityWorker:
                 if answer == "error":
                     raise value
                 return value  # type: ignore[no-any-return]
+        return _check_outputs_here(files, **options)
+
+    def _here(self, files: Mapping[str, str], options: dict[str, Any]) -> QualityReport:
+        self.wait_ready()  # a thread's import finished (a gone child: nothing to wait for)
         return _check_outputs_here(files, **options)
 
     def close(self) -> None:
