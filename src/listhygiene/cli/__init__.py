@@ -3,8 +3,12 @@
 Heavy modules are imported inside commands, so ``listhygiene --help`` stays instant.
 """
 
-import gc
+import atexit
+import contextlib
 import logging
+import os
+import sys
+from typing import NoReturn
 
 import click
 
@@ -46,15 +50,36 @@ main.add_command(verify)
 
 def run() -> None:
     """The ``listhygiene`` console script (and ``python -m listhygiene.cli``): :func:`main`,
-    then an exit that does not walk the heap once more.
+    then the exit without the interpreter's teardown.
 
-    Interpreter shutdown runs full garbage collections over every object the command's imports
-    made (pandas, pyarrow, DuckDB, SQLAlchemy, ...): 0.3-0.4 s of a small list's run, after its
-    work is done and its files are closed. Frozen objects are left to reference counting, and
-    atexit handlers still run (docs/pipeline.md, "Small lists"). Only the process's own exit
-    does this: :func:`main` run in-process (a test's ``CliRunner``) keeps its collector.
+    Tearing the interpreter down (full garbage collections over every object the command's
+    imports made: pandas, pyarrow, DuckDB, SQLAlchemy, pydantic; then every module) took
+    0.3-0.4 s of a small list's run, after its outputs were published and its files closed.
+    The command's exit code, its atexit handlers (logging's flush, temporary folders, the
+    checks' child) and the flush of stdout and stderr are kept; what is skipped are finalizers
+    of objects still alive at exit, which Python does not promise to run anyway
+    (docs/pipeline.md, "Small lists"). A command that fails with an unexpected exception exits
+    as Python does, traceback first. :func:`main` run in-process (a test's ``CliRunner``) is
+    unchanged.
     """
     try:
         main(prog_name="listhygiene")
-    finally:
-        gc.freeze()
+    except SystemExit as stop:
+        _exit_now(stop.code)
+    _exit_now(0)  # (click's standalone mode always raises SystemExit)
+
+
+def _exit_now(code: object) -> NoReturn:
+    """``sys.exit(code)`` as far as anything outside the process can tell, without the teardown."""
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # sys.exit("message"): printed, status 1
+        print(code, file=sys.stderr)
+        status = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing can reach it
+            stream.flush()
+    os._exit(status)
