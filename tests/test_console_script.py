@@ -23,6 +23,12 @@ class Alive:
         with open(self.path, "w") as file:
             file.write("teardown ran")
 alive = Alive(str(folder / "torn-down"))
+def finish():  # a thread still working when the command returns: the exit waits for it
+    import time
+    time.sleep(0.5)
+    (folder / "finished").write_text("done")
+import threading
+threading.Thread(target=finish).start()
 sys.argv = ["listhygiene", *sys.argv[2:]]
 from listhygiene.cli import run
 run()
@@ -44,6 +50,7 @@ def test_the_console_script_exits_without_the_interpreters_teardown(tmp_path: Pa
     assert done.stdout.splitlines() == ["listhygiene, version 0.1.0", "atexit ran"]
     assert not Path((tmp_path / "kept").read_text()).exists()  # finalizers for the exit ran
     assert not (tmp_path / "torn-down").exists()  # the teardown did not
+    assert (tmp_path / "finished").read_text() == "done"
     assert done.stderr == ""
 
 

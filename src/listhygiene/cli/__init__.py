@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import sys
+import threading
 from typing import NoReturn
 
 import click
@@ -55,8 +56,9 @@ def run() -> None:
     Tearing the interpreter down (full garbage collections over every object the command's
     imports made: pandas, pyarrow, DuckDB, SQLAlchemy, pydantic; then every module) took
     0.3-0.4 s of a small list's run, after its outputs were published and its files closed.
-    The command's exit code, its atexit handlers (logging's flush, temporary folders, the
-    checks' child) and the flush of stdout and stderr are kept; what is skipped are finalizers
+    The command's exit code, the wait for its threads that are not daemons, its atexit handlers
+    (logging's flush, temporary folders, the checks' child) and the flush of stdout and stderr
+    are kept; what is skipped are finalizers
     of objects still alive at exit, which Python does not promise to run anyway
     (docs/pipeline.md, "Small lists"). A command that fails with an unexpected exception exits
     as Python does, traceback first. :func:`main` run in-process (a test's ``CliRunner``) is
@@ -78,6 +80,9 @@ def _exit_now(code: object) -> NoReturn:
     else:  # sys.exit("message"): printed, status 1
         print(code, file=sys.stderr)
         status = 1
+    # the interpreter's own first steps of an exit, in its order: threads that are not daemons
+    # finish (with the thread pools told to), then the atexit handlers
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing can reach it
