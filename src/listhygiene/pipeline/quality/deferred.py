@@ -4,10 +4,11 @@
 critical path, and half of it is for what our checks never call:
 
 - one core expectation (the KL divergence) imports ``scipy.stats`` and ``altair`` at its top,
-  ~2 s, and uses them only inside its functions. :func:`defer` puts a :class:`DeferredModule` in
-  ``sys.modules`` for each: the first attribute looked up on it imports the real module and
-  hands over to it, so a GX version that uses them at import, or a check that calls them, is
-  only slower, never wrong;
+  ~2 s, and uses them only inside its functions; so do the JSON-schema metric (``jsonschema``)
+  and the Markdown view of the data docs (``mistune``), ~0.1 s. :func:`defer` puts a
+  :class:`DeferredModule` in ``sys.modules`` for each: the first attribute looked up on it
+  imports the real module and hands over to it, so a GX version that uses them at import, or a
+  check that calls them, is only slower, never wrong;
 - GX's optional integrations (SQL data sources through SQLAlchemy, stores on S3 and Google
   Cloud Storage), ~0.5 s: :func:`hide` makes them not installed for GX, which GX supports (they
   are extras of ``great-expectations``); our checks read pandas frames.
@@ -24,8 +25,9 @@ import sys
 import types
 from typing import Any
 
-#: What GX imports and our checks never call (PRODUCT.md's checks: none is statistical).
-GX_UNUSED = ("scipy.stats", "altair")
+#: What GX imports and our checks never call (PRODUCT.md's checks: none is statistical, none
+#: matches a JSON schema, none renders Markdown).
+GX_UNUSED = ("scipy.stats", "altair", "jsonschema", "mistune")
 #: GX's optional integrations, which our checks (pandas frames, local files) never use.
 GX_OPTIONAL = ("sqlalchemy", "boto3", "botocore", "google.cloud")
 
