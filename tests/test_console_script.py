@@ -1,6 +1,6 @@
 """The ``listhygiene`` console script's own exit (listhygiene.cli.run; docs/pipeline.md,
-"Small lists"): the command's exit code, atexit handlers and output kept, the interpreter's
-teardown skipped."""
+"Small lists"): the command's exit code, its threads, atexit handlers and output kept, the
+interpreter's teardown skipped."""
 
 import subprocess
 import sys
@@ -47,7 +47,9 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_the_console_script_exits_without_the_interpreters_teardown(tmp_path: Path) -> None:
     done = _run(tmp_path, "--version")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["listhygiene, version 0.1.0", "atexit ran"]
+    version, last = done.stdout.splitlines()
+    assert version.startswith("listhygiene, version ")
+    assert last == "atexit ran"
     assert not Path((tmp_path / "kept").read_text()).exists()  # finalizers for the exit ran
     assert not (tmp_path / "torn-down").exists()  # the teardown did not
     assert (tmp_path / "finished").read_text() == "done"
