@@ -86,7 +86,7 @@ def measure(runs: int, pairs: int, folder: Path) -> dict[str, Any]:
             dns_before, smtp_before = _counters(sandbox)
             agains.append(_clean(SAMPLE, folder / f"again{pair}", env))
             dns_after, smtp_after = _counters(sandbox)
-    summary = _summary(folder / "again0")
+    summary = _summary(folder / f"again{pairs - 1}")  # the rerun the counters are of
     first, again = statistics.median(firsts), statistics.median(agains)
     return {
         "two_rows_seconds": [round(s, 2) for s in two_rows],
@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.runs < 1 or args.pairs < 1:
+        parser.error("--runs and --pairs must be 1 or more")
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="lh-small-bench-") as folder:
         report = measure(args.runs, args.pairs, Path(folder))
