@@ -29,6 +29,9 @@ def finish():  # a thread still working when the command returns: the exit waits
     (folder / "finished").write_text("done")
 import threading
 threading.Thread(target=finish).start()
+if sys.argv[2] == "--without-helpers":  # an interpreter without CPython's exit helpers
+    del threading._shutdown
+    del sys.argv[2]
 sys.argv = ["listhygiene", *sys.argv[2:]]
 from listhygiene.cli import run
 run()
@@ -65,6 +68,14 @@ def test_a_failing_command_keeps_its_exit_code_and_its_message(tmp_path: Path) -
     usage = _run(tmp_path, "clean", "--no-such-option")
     assert usage.returncode == 2
     assert "No such option" in usage.stderr
+
+
+def test_without_cpythons_exit_helpers_the_exit_is_the_usual_one(tmp_path: Path) -> None:
+    done = _run(tmp_path, "--without-helpers", "clean", str(tmp_path / "missing.csv"), "--out", "o")
+    assert done.returncode == 3, done.stderr
+    assert "atexit ran" in done.stdout
+    assert (tmp_path / "finished").read_text() == "done"
+    assert (tmp_path / "torn-down").exists()  # the interpreter's own teardown ran
 
 
 def test_the_installed_command_and_python_m_both_take_the_exit() -> None:

@@ -81,9 +81,14 @@ def _exit_now(code: object) -> NoReturn:
         print(code, file=sys.stderr)
         status = 1
     # the interpreter's own first steps of an exit, in its order: threads that are not daemons
-    # finish (with the thread pools told to), then the atexit handlers
-    threading._shutdown()  # type: ignore[attr-defined]
-    atexit._run_exitfuncs()
+    # finish (with the thread pools told to), then the atexit handlers. Both are CPython's own
+    # helpers, not public API: an interpreter without them exits the usual way.
+    shutdown = getattr(threading, "_shutdown", None)
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    if shutdown is None or run_exit_handlers is None:
+        sys.exit(status)
+    shutdown()
+    run_exit_handlers()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing can reach it
             stream.flush()
