@@ -6,7 +6,9 @@ import pickle
 import select
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -626,3 +628,46 @@ def test_a_default_batch_validates_half_a_million_rows_at_once(
     report = check_outputs(files, expected_rows=n, summary_rows=summary)
     assert report.passed, report.as_dict()
     assert sizes == [500_000, 100_000]
+
+
+def test_the_next_batch_is_read_while_this_one_is_validated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # decoding a batch of the files lets go of the GIL: the checks read the next one in a
+    # thread while GX validates this one (docs/pipeline.md, "Every row, in flat memory")
+    import threading
+
+    from listhygiene.pipeline.quality import checks
+    from listhygiene.pipeline.quality.suite import _Suite
+
+    made = threading.Condition()
+    state = {"frames": 0, "done": False}
+    ready_when_validated: list[int] = []
+    gathered = checks._rebatched
+
+    def counting(*args: Any) -> Iterator[pd.DataFrame]:
+        for frame in gathered(*args):
+            with made:
+                state["frames"] += 1
+                made.notify_all()
+            yield frame
+        with made:
+            state["done"] = True
+            made.notify_all()
+
+    rows = _Suite.rows
+
+    def validating(self: _Suite, frame: pd.DataFrame) -> list[object]:
+        index = len(ready_when_validated)
+        with made:  # the reader may go on while this batch is validated: it does not wait for it
+            made.wait_for(lambda: state["frames"] > index + 1 or bool(state["done"]), timeout=10)
+            ready_when_validated.append(int(state["frames"]))
+        return rows(self, frame)
+
+    monkeypatch.setattr(checks, "_rebatched", counting)
+    monkeypatch.setattr(_Suite, "rows", validating)
+    report = check_files(tmp_path, output(100), batch_rows=16)
+    assert report.passed, report.as_dict()
+    assert len(ready_when_validated) == state["frames"] > 3
+    # while batch i was validated, batch i + 1 had been read
+    assert all(ready > i + 1 for i, ready in enumerate(ready_when_validated[:-1]))

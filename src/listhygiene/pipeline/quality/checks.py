@@ -1,5 +1,6 @@
-"""The checks, run in this process: the batches read, each validated by the GX suite, the rows
-counted by the ledger, the outcomes added up and put in words, into one :class:`QualityReport`.
+"""The checks, run in this process: the batches read (one ahead, in a thread: decoding the next
+overlaps GX's validation of this one), each validated by the GX suite, the rows counted by the
+ledger, the outcomes added up and put in words, into one :class:`QualityReport`.
 
 The warm worker runs them too, in its child process, so they sit below both the worker and the
 package's :func:`~listhygiene.pipeline.quality.check_outputs`, which picks where they run. A
@@ -29,6 +30,7 @@ from listhygiene.pipeline.quality.reading import (
 )
 from listhygiene.pipeline.quality.results import CHECKS, QualityReport
 from listhygiene.pipeline.quality.suite import _combine, _import_gx, _Outcome, _Suite, gx_missing
+from listhygiene.pipeline.sources.batches import read_ahead
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,21 +65,26 @@ def _check_outputs_here(
     opened: dict[str, Any] = {}  # each file opened once (reading.py, _footer_rows)
     file_rows = {name: _footer_rows(path, filesystem, opened) for name, path in files.items()}
     counts = _counts_frame(file_rows, summary_rows)
-    batches = _rebatched(
-        (
-            _file_batches(
-                name,
-                path,
-                filesystem,
-                (row_numbers or {}).get(name),
-                batch_rows,
-                opened,
-            )
-            for name, path in files.items()
-        ),
-        batch_rows,
+    batches = read_ahead(
+        _rebatched(
+            (
+                _file_batches(
+                    name,
+                    path,
+                    filesystem,
+                    (row_numbers or {}).get(name),
+                    batch_rows,
+                    opened,
+                )
+                for name, path in files.items()
+            ),
+            batch_rows,
+        )
     )
-    return _check(batches, expected_rows, counts)
+    try:
+        return _check(batches, expected_rows, counts)
+    finally:
+        batches.close()
 
 
 def run_quality_checks(

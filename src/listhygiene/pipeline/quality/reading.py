@@ -15,7 +15,7 @@ clean``'s do not.
 """
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from listhygiene.pipeline.layout import ROW_COLUMN, STATUSES
@@ -227,9 +227,12 @@ def _take(
     return joined.slice(0, size), [joined.slice(size)]
 
 
-def _rebatched(files: "Iterable[Iterator[pa.Table]]", batch_rows: int) -> "Iterator[pd.DataFrame]":
+def _rebatched(
+    files: "Iterable[Iterator[pa.Table]]", batch_rows: int
+) -> "Generator[pd.DataFrame, None, None]":
     """The files' tables gathered into frames of up to ``batch_rows`` rows (small files share
-    one validation); tables of another schema start a new frame."""
+    one validation); tables of another schema start a new frame. The checks read them one ahead
+    (``read_ahead``), so that the next frame is decoded while GX validates this one."""
     import pyarrow as pa
 
     held: list[pa.Table] = []

@@ -9,7 +9,7 @@ thread so that parsing overlaps the consumer's work.
 import queue
 import threading
 from collections.abc import Generator, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -27,6 +27,8 @@ __all__ = [
     "string_schema",
     "values_to_array",
 ]
+
+T = TypeVar("T")
 
 
 def string_schema(names: Sequence[str]) -> pa.Schema:
@@ -67,16 +69,16 @@ def rebatched_ahead(
         ahead.close()
 
 
-def read_ahead(pieces: Generator[pa.Table, None, None]) -> Generator[pa.Table, None, None]:
+def read_ahead(pieces: Generator[T, None, None]) -> Generator[T, None, None]:
     """``pieces``, each read one ahead in a thread of its own: the next chunk is parsed (or
     fetched) while the caller cleans and stages this one (pyarrow's parser and ADBC let go of
     the GIL; docs/pipeline.md, "Speed"). What reading raises is raised here, in its place; a
     caller that stops early stops the thread, and the file (or connection) is closed before this
     generator is."""
-    handoff: queue.Queue[tuple[pa.Table | None, BaseException | None]] = queue.Queue(maxsize=1)
+    handoff: queue.Queue[tuple[T | None, BaseException | None]] = queue.Queue(maxsize=1)
     stop = threading.Event()
 
-    def hand(item: tuple[pa.Table | None, BaseException | None]) -> bool:
+    def hand(item: tuple[T | None, BaseException | None]) -> bool:
         while not stop.is_set():
             try:
                 handoff.put(item, timeout=0.1)
