@@ -660,8 +660,10 @@ def test_the_next_batch_is_read_while_this_one_is_validated(
     def validating(self: _Suite, frame: pd.DataFrame) -> list[object]:
         index = len(ready_when_validated)
         with made:  # the reader may go on while this batch is validated: it does not wait for it
-            made.wait_for(lambda: state["frames"] > index + 1 or bool(state["done"]), timeout=10)
+            made.wait_for(lambda: state["frames"] > index + 1 or bool(state["done"]), timeout=5)
             ready_when_validated.append(int(state["frames"]))
+        # without reading ahead the next batch is read only after this returns: fail at once
+        assert state["frames"] > index + 1 or state["done"], ready_when_validated
         return rows(self, frame)
 
     monkeypatch.setattr(checks, "_rebatched", counting)

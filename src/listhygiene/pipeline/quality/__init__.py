@@ -82,7 +82,8 @@ def check_outputs(
     ``status``, ``score`` and ``email`` (``result_<name>`` when the input had such a column) and
     its row numbers: the file's own :data:`ROW_COLUMN`, or ``row_numbers[status]`` when given
     (a Parquet file whose first column holds them in the file's row order, or arrays whose
-    concatenation does). A file with neither has no row numbers, which fails the checks.
+    concatenation does; an iterable of arrays is consumed in the thread that reads the files
+    ahead). A file with neither has no row numbers, which fails the checks.
 
     ``expected_rows`` is the input's row count; ``summary_rows`` the summary's count per status,
     compared with each file's row count (from its Parquet footer).

@@ -1,4 +1,4 @@
-"""The checks, run in this process: the batches read (one ahead, in a thread: decoding the next
+"""The checks, run in this process: the batches read (ahead, in a thread: decoding the next
 overlaps GX's validation of this one), each validated by the GX suite, the rows counted by the
 ledger, the outcomes added up and put in words, into one :class:`QualityReport`.
 

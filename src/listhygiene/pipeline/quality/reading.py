@@ -231,8 +231,9 @@ def _rebatched(
     files: "Iterable[Iterator[pa.Table]]", batch_rows: int
 ) -> "Generator[pd.DataFrame, None, None]":
     """The files' tables gathered into frames of up to ``batch_rows`` rows (small files share
-    one validation); tables of another schema start a new frame. The checks read them one ahead
-    (``read_ahead``), so that the next frame is decoded while GX validates this one."""
+    one validation); tables of another schema start a new frame. The checks read them ahead
+    (``read_ahead``: up to two beside the one validated), so that the next frame is decoded
+    while GX validates this one."""
     import pyarrow as pa
 
     held: list[pa.Table] = []

@@ -70,15 +70,17 @@ def rebatched_ahead(
 
 
 def read_ahead(pieces: Generator[T, None, None]) -> Generator[T, None, None]:
-    """``pieces``, each read one ahead in a thread of its own: the next chunk is parsed (or
-    fetched) while the caller cleans and stages this one (pyarrow's parser and ADBC let go of
-    the GIL; docs/pipeline.md, "Speed"). What reading raises is raised here, in its place; a
-    caller that stops early stops the thread, and the file (or connection) is closed before this
-    generator is."""
-    handoff: queue.Queue[tuple[T | None, BaseException | None]] = queue.Queue(maxsize=1)
+    """``pieces``, read ahead in a thread of its own: the next chunk is parsed (or fetched)
+    while the caller cleans and stages this one (pyarrow's parser and ADBC let go of the GIL;
+    docs/pipeline.md, "Speed"). Up to two pieces wait beside the caller's: one handed over, one
+    read and waiting to be. What reading raises is raised here, in its place; a caller that
+    stops early stops the thread, and the file (or connection) is closed before this generator
+    is."""
+    # a piece, what reading raised (wrapped: a piece may be anything), or the end
+    handoff: queue.Queue[T | _Failed | _End] = queue.Queue(maxsize=1)
     stop = threading.Event()
 
-    def hand(item: tuple[T | None, BaseException | None]) -> bool:
+    def hand(item: "T | _Failed | _End") -> bool:
         while not stop.is_set():
             try:
                 handoff.put(item, timeout=0.1)
@@ -90,28 +92,42 @@ def read_ahead(pieces: Generator[T, None, None]) -> Generator[T, None, None]:
     def produce() -> None:
         try:
             for piece in pieces:
-                if not hand((piece, None)):
+                if not hand(piece):
                     return
         except BaseException as exc:  # handed over, raised in the caller's thread
-            hand((None, exc))
+            hand(_Failed(exc))
             return
         finally:
             pieces.close()
-        hand((None, None))
+        hand(_END)
 
     thread = threading.Thread(target=produce, name="listhygiene-read-ahead", daemon=True)
     thread.start()
     try:
         while True:
-            piece, error = handoff.get()
-            if error is not None:
-                raise error
-            if piece is None:
+            item = handoff.get()
+            if isinstance(item, _End):
                 return
-            yield piece
+            if isinstance(item, _Failed):
+                raise item.error
+            yield item
     finally:
         stop.set()
         thread.join()
+
+
+class _Failed:
+    """What reading raised, as :func:`read_ahead`'s thread hands it over."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class _End:
+    """What :func:`read_ahead`'s thread hands over when ``pieces`` are all read."""
+
+
+_END = _End()
 
 
 def rebatch(
